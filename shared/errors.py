@@ -1,0 +1,58 @@
+"""The one error tree. The type says what the caller should do.
+
+- `TransientError`: try again later (connection lost, timeout, 429/5xx).
+- `PermanentError`: retrying cannot help; fail the operation with the message.
+- `ConflictError`: the state changed under us (lost a compare-and-swap).
+- `InvalidInput`: user input is wrong; nothing was changed. Carries the place
+  (`resources.web.properties.image`) so the message names where.
+
+Driver errors (asyncpg, aio-pika, aiohttp) are wrapped at their gateway with
+`raise ... from exc`; core code only ever sees these types.
+"""
+
+from __future__ import annotations
+
+
+class ConvergeError(Exception):
+    """Root of every error Converge raises on purpose."""
+
+
+class TransientError(ConvergeError):
+    """Retrying after a pause may succeed."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(ConvergeError):
+    """Retrying will not help."""
+
+
+class ConflictError(ConvergeError):
+    """Someone else changed the state first; re-read and decide again."""
+
+
+class InvalidInput(PermanentError):
+    """User input is wrong. `path` names where, e.g. `resources.web.properties`."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.reason = message
+
+
+class ConfigError(PermanentError):
+    """A setting (environment variable) has a bad value."""
+
+
+class BusError(TransientError):
+    """The message bus could not take or deliver a message (broker down, nack)."""
+
+
+class MessageRejected(PermanentError):
+    """A message cannot be processed by any consumer (unknown kind, bad body)."""
+
+
+class StoreUnavailable(TransientError):
+    """The database cannot be reached right now."""

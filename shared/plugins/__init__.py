@@ -1,0 +1,41 @@
+"""Resource plugin interface: what a resource type declares and implements.
+
+A resource type is a class deriving from `ResourceType`. It declares
+- `properties`: a pydantic model (`Properties` subclass); each field says, via
+  `prop(update=...)`, whether a change applies in place or forces replacement;
+- `attributes`: attribute name -> description;
+and implements the async actions `create`, `update`, `delete`, `observe` and
+optionally `signal`. Types are discovered through the `converge.resources`
+entry-point group (see `registry`); built-ins register the same way.
+
+The engine uses only the declarations (validation, diffing, schemas); the
+worker and observer run the actions.
+"""
+
+from shared.plugins.base import (
+    ActionContext,
+    ActionResult,
+    Observation,
+    ObservedState,
+    Outcome,
+    Properties,
+    ReplacementNeeded,
+    ResourceType,
+    UpdateRule,
+    prop,
+    update_rule,
+)
+
+__all__ = [
+    "ActionContext",
+    "ActionResult",
+    "Observation",
+    "ObservedState",
+    "Outcome",
+    "Properties",
+    "ReplacementNeeded",
+    "ResourceType",
+    "UpdateRule",
+    "prop",
+    "update_rule",
+]

@@ -1,0 +1,138 @@
+"""The plugin contract: declarations (schema) and actions (behaviour).
+
+See `shared.plugins` for the overview. Everything here is I/O-free; the
+action context hands plugins the few edges they may use (HTTP, logger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.errors import ConvergeError
+
+
+class UpdateRule(StrEnum):
+    """How a change to one property is applied."""
+
+    IN_PLACE = "in_place"
+    REPLACE = "replace"
+
+
+def prop(
+    default: Any = ...,
+    *,
+    description: str,
+    update: UpdateRule = UpdateRule.IN_PLACE,
+    **kwargs: Any,
+) -> Any:
+    """Declare a property field: its description and its update rule."""
+    return Field(default, description=description, json_schema_extra={"update": update.value}, **kwargs)
+
+
+class Properties(BaseModel):
+    """Base of every type's property schema. Unknown properties are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def update_rule(schema: type[Properties], name: str) -> UpdateRule:
+    """The update rule declared for property `name` of `schema`."""
+    extra = schema.model_fields[name].json_schema_extra
+    if isinstance(extra, dict) and extra.get("update") == UpdateRule.REPLACE.value:
+        return UpdateRule.REPLACE
+    return UpdateRule.IN_PLACE
+
+
+class Outcome(StrEnum):
+    """What an action achieved when it returned."""
+
+    COMPLETE = "complete"
+    IN_PROGRESS = "in_progress"  # an observer must watch until it settles
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """Result of create/update/delete."""
+
+    physical_id: str | None
+    outcome: Outcome = Outcome.COMPLETE
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ObservedState(StrEnum):
+    IN_PROGRESS = "in_progress"
+    READY = "ready"
+    FAILED = "failed"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What `observe` found: state, attributes, and actual property values
+    where the provider exposes them (None = not exposed)."""
+
+    state: ObservedState
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    properties: Mapping[str, Any] | None = None
+    reason: str = ""
+
+
+class ReplacementNeeded(ConvergeError):
+    """Raised by `update` when the change cannot be applied in place."""
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """Everything an action may use. Built by the worker/observer per job.
+
+    `idempotency_key` is stable across redeliveries of one job and new for
+    every new action. `deadline` is a `time.time()` instant. `http` is the
+    shared, allow-listed client session (None where no HTTP is allowed).
+    """
+
+    stack_id: str
+    stack_name: str
+    project_id: str
+    resource_name: str
+    idempotency_key: str
+    deadline: float
+    cancelled: asyncio.Event
+    log: structlog.typing.FilteringBoundLogger
+    http: Any = None
+
+
+class ResourceType:
+    """Base class of every resource type. Subclasses set the ClassVars."""
+
+    type_name: ClassVar[str]
+    description: ClassVar[str] = ""
+    properties: ClassVar[type[Properties]] = Properties
+    attributes: ClassVar[Mapping[str, str]] = {}
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        raise NotImplementedError
+
+    async def update(
+        self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
+    ) -> ActionResult:
+        """Apply `new` in place, or raise `ReplacementNeeded`."""
+        raise ReplacementNeeded(f"{self.type_name} cannot be updated in place")
+
+    async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        """Delete; a resource that is already gone counts as deleted."""
+        raise NotImplementedError
+
+    async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
+        return Observation(ObservedState.READY)
+
+    async def signal(
+        self, ctx: ActionContext, physical_id: str, props: Properties, data: Mapping[str, Any]
+    ) -> ActionResult:
+        raise ConvergeError(f"{self.type_name} does not accept signals")
