@@ -1,0 +1,21 @@
+"""The message bus: one small interface, two implementations.
+
+- `AmqpBus` (RabbitMQ via aio-pika) for distributed deployments;
+- `MemoryBus` (asyncio) for `converge up` and deterministic protocol tests.
+
+Semantics, identical in both (one shared test suite proves it):
+- `publish(queue, message)` returns once the message is safely queued
+  (publisher confirm on AMQP);
+- `consume(queue, handler, prefetch=N)` runs up to N handlers at once; a
+  message is acknowledged only after its handler returns;
+- a handler exception means redelivery; after `max_deliveries` failed
+  deliveries the message goes to the queue's dead-letter queue with the error;
+- a body that cannot be decoded (unknown kind, malformed) is dead-lettered at
+  once with the reason and never reaches the handler;
+- `Subscription.stop()` drains: no new deliveries, in-flight handlers finish
+  and are acknowledged.
+"""
+
+from shared.bus.base import Bus, DeadLetter, Delivery, Handler, Subscription
+
+__all__ = ["Bus", "DeadLetter", "Delivery", "Handler", "Subscription"]

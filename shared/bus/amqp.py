@@ -1,0 +1,291 @@
+"""RabbitMQ bus over aio-pika: the gateway for all AMQP in Converge.
+
+Topology, every name prefixed with the queue prefix `P`:
+- queue `P.<name>`: durable quorum queue, consumed with per-queue prefetch;
+  its native delivery limit (`max_deliveries`) dead-letters poison messages
+  that crash consumers before they can report an error;
+- exchange `P.dead-letter` (direct) and queue `P.<name>.dead` bound to it with
+  routing key `<name>`; handler failures land there with `x-converge-error`.
+Messages are persistent and published with publisher confirms (mandatory, so
+an unroutable message is an error, never a silent drop). The connection is
+robust: after a broker-side close it reconnects and restores channels,
+queues and consumers; a publish during the outage waits for the channel to
+come back, within `publish_timeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import aio_pika
+import aiormq
+import structlog
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+
+from shared.bus.base import DeadLetter, Delivery, Handler
+from shared.bus.dispatch import Action, Verdict, dispatch
+from shared.errors import BusError
+from shared.messages import Codec, Message
+
+log = structlog.get_logger(__name__)
+
+ERROR_HEADER = "x-converge-error"
+_RETRYABLE = (aiormq.exceptions.AMQPConnectionError, aiormq.exceptions.ChannelInvalidStateError,
+              ConnectionError, asyncio.TimeoutError)
+
+
+class AmqpBus:
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        publish_channel: AbstractChannel,
+        *,
+        prefix: str,
+        codec: Codec,
+        max_deliveries: int,
+        publish_timeout: float,
+    ) -> None:
+        self._connection = connection
+        self._publish_channel = publish_channel
+        self._prefix = prefix
+        self._codec = codec
+        self._max_deliveries = max_deliveries
+        self._publish_timeout = publish_timeout
+        self._declared: set[str] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        prefix: str,
+        codec: Codec,
+        max_deliveries: int = 5,
+        connection_name: str = "converge",
+        publish_timeout: float = 30.0,
+    ) -> AmqpBus:
+        try:
+            connection = await aio_pika.connect_robust(
+                url, client_properties={"connection_name": connection_name}, timeout=10
+            )
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        except (*_RETRYABLE, aiormq.exceptions.AMQPError, OSError) as exc:
+            raise BusError(f"cannot connect to RabbitMQ: {exc}") from exc
+        connection.reconnect_callbacks.add(_log_reconnect)
+        return cls(
+            connection,
+            channel,
+            prefix=prefix,
+            codec=codec,
+            max_deliveries=max_deliveries,
+            publish_timeout=publish_timeout,
+        )
+
+    # -- names and topology -------------------------------------------------
+
+    def queue_name(self, queue: str) -> str:
+        return f"{self._prefix}.{queue}"
+
+    @property
+    def _dlx_name(self) -> str:
+        return f"{self._prefix}.dead-letter"
+
+    async def _declare(self, channel: AbstractChannel, queue: str) -> AbstractQueue:
+        """Declare `queue` and its dead-letter queue (idempotent)."""
+        dlx = await channel.declare_exchange(self._dlx_name, aio_pika.ExchangeType.DIRECT, durable=True)
+        dead = await channel.declare_queue(
+            f"{self.queue_name(queue)}.dead", durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        await dead.bind(dlx, routing_key=queue)
+        return await channel.declare_queue(
+            self.queue_name(queue),
+            durable=True,
+            arguments={
+                "x-queue-type": "quorum",
+                "x-dead-letter-exchange": self._dlx_name,
+                "x-dead-letter-routing-key": queue,
+                "x-delivery-limit": self._max_deliveries,
+            },
+        )
+
+    async def _ensure(self, queue: str) -> None:
+        if queue not in self._declared:
+            await self._declare(self._publish_channel, queue)
+            self._declared.add(queue)
+
+    # -- publishing ----------------------------------------------------------
+
+    async def publish(self, queue: str, message: Message) -> None:
+        await self._publish(
+            "", self.queue_name(queue), message.encode(), message_id=message.id, kind=message.kind,
+            ensure=queue,
+        )
+
+    async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
+        await asyncio.gather(*(self.publish(queue, m) for m in messages))
+
+    async def _publish(
+        self,
+        exchange_name: str,
+        routing_key: str,
+        body: bytes,
+        *,
+        message_id: str | None = None,
+        kind: str | None = None,
+        headers: dict[str, Any] | None = None,
+        ensure: str | None = None,
+    ) -> None:
+        amqp_message = aio_pika.Message(
+            body,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            content_type="application/json",
+            message_id=message_id,
+            type=kind,
+            headers=headers or {},
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._publish_timeout
+        while True:
+            try:
+                if ensure is not None:
+                    await self._ensure(ensure)
+                exchange = (
+                    self._publish_channel.default_exchange
+                    if not exchange_name
+                    else await self._publish_channel.get_exchange(exchange_name, ensure=False)
+                )
+                await exchange.publish(amqp_message, routing_key=routing_key, timeout=10)
+                return
+            except aio_pika.exceptions.DeliveryError as exc:
+                raise BusError(f"broker refused message for {routing_key}: {exc}") from exc
+            except aio_pika.exceptions.PublishError as exc:
+                raise BusError(f"message for {routing_key} was unroutable: {exc}") from exc
+            except _RETRYABLE as exc:
+                if loop.time() >= deadline:
+                    raise BusError(f"cannot publish to {routing_key}: {exc}") from exc
+                log.warning("publish_retry", routing_key=routing_key, error=repr(exc))
+                self._declared.clear()
+                await asyncio.sleep(0.2)
+
+    # -- consuming -----------------------------------------------------------
+
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> AmqpSubscription:
+        try:
+            channel = await self._connection.channel()
+            await channel.set_qos(prefetch_count=prefetch)
+            amqp_queue = await self._declare(channel, queue)
+        except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
+            raise BusError(f"cannot consume {queue}: {exc}") from exc
+        sub = AmqpSubscription(self, queue, channel, amqp_queue, handler)
+        await sub.start()
+        return sub
+
+    async def _dead_letter(self, queue: str, body: bytes, error: str) -> None:
+        await self._publish(self._dlx_name, queue, body, headers={ERROR_HEADER: error[:4000]})
+
+    async def dead_letters(self, queue: str, *, limit: int = 100) -> list[DeadLetter]:
+        channel = await self._connection.channel()
+        try:
+            await self._declare(channel, queue)
+            dead = await channel.get_queue(f"{self.queue_name(queue)}.dead", ensure=False)
+            letters: list[DeadLetter] = []
+            while len(letters) < limit:
+                incoming = await dead.get(no_ack=False, fail=False)
+                if incoming is None:
+                    break
+                letters.append(DeadLetter(queue, incoming.body, _error_of(incoming)))
+                await incoming.ack()
+            return letters
+        finally:
+            await channel.close()
+
+    async def close(self) -> None:
+        await self._connection.close()
+
+
+class AmqpSubscription:
+    def __init__(
+        self,
+        bus: AmqpBus,
+        queue: str,
+        channel: AbstractChannel,
+        amqp_queue: AbstractQueue,
+        handler: Handler,
+    ) -> None:
+        self._bus, self._queue, self._channel = bus, queue, channel
+        self._amqp_queue, self._handler = amqp_queue, handler
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._tag: str | None = None
+
+    async def start(self) -> None:
+        self._tag = await self._amqp_queue.consume(self._on_message)
+
+    async def _on_message(self, incoming: AbstractIncomingMessage) -> None:
+        # Return at once: handlers run concurrently, bounded by the prefetch.
+        task = asyncio.create_task(self._handle(incoming), name=f"handle:{self._queue}")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _handle(self, incoming: AbstractIncomingMessage) -> None:
+        count = (incoming.headers or {}).get("x-delivery-count", 0)
+        previous = count if isinstance(count, int) else 0
+        delivery = Delivery(self._queue, previous + 1, bool(incoming.redelivered) or previous > 0)
+        verdict = await dispatch(
+            incoming.body,
+            delivery,
+            codec=self._bus._codec,
+            handler=self._handler,
+            max_deliveries=self._bus._max_deliveries,
+        )
+        await self._settle(incoming, verdict)
+
+    async def _settle(self, incoming: AbstractIncomingMessage, verdict: Verdict) -> None:
+        try:
+            if verdict.action is Action.DEAD_LETTER:
+                await self._bus._dead_letter(self._queue, incoming.body, verdict.error)
+                await incoming.ack()
+            elif verdict.action is Action.REQUEUE:
+                await incoming.nack(requeue=True)
+            else:
+                await incoming.ack()
+        except (*_RETRYABLE, aiormq.exceptions.AMQPError, BusError) as exc:
+            # The channel went away: the broker will deliver the message again.
+            log.warning("settle_lost", queue=self._queue, action=verdict.action.value, error=repr(exc))
+
+    async def stop(self) -> None:
+        """Drain: cancel the consumer, let in-flight handlers finish and ack."""
+        if self._tag is not None:
+            try:
+                await self._amqp_queue.cancel(self._tag)
+            except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
+                log.warning("consumer_cancel_failed", queue=self._queue, error=repr(exc))
+            self._tag = None
+        if self._inflight:
+            await asyncio.wait(list(self._inflight))
+        await self._channel.close()
+
+
+def _error_of(incoming: AbstractIncomingMessage) -> str:
+    headers = incoming.headers or {}
+    error = headers.get(ERROR_HEADER)
+    if isinstance(error, bytes):
+        return error.decode(errors="replace")
+    if isinstance(error, str):
+        return error
+    deaths = headers.get("x-death")
+    if isinstance(deaths, list) and deaths and isinstance(deaths[0], dict):
+        reason = deaths[0].get("reason", "unknown")
+        shown = reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+        return f"dead-lettered by broker: {shown}"
+    return "dead-lettered by broker"
+
+
+def _log_reconnect(*_: Any) -> None:
+    log.info("amqp_reconnected")

@@ -1,0 +1,52 @@
+"""Bus interface types shared by both implementations (see `shared.bus`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.messages import Message
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Facts about one delivery of a message, handed to the handler."""
+
+    queue: str
+    attempt: int  # 1 for the first delivery
+    redelivered: bool
+
+
+Handler = Callable[[Message, Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message the bus gave up on, with why."""
+
+    queue: str
+    body: bytes
+    error: str
+
+
+class Subscription(Protocol):
+    async def stop(self) -> None:
+        """Stop taking deliveries; wait for in-flight handlers to finish and ack."""
+
+
+class Bus(Protocol):
+    async def publish(self, queue: str, message: Message) -> None:
+        """Queue `message`; returns once the broker has it (confirm)."""
+
+    async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
+        """Queue several messages, waiting for all confirms together."""
+
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> Subscription:
+        """Start handling `queue` with at most `prefetch` messages in flight."""
+
+    async def dead_letters(self, queue: str, *, limit: int = 100) -> list[DeadLetter]:
+        """Take up to `limit` dead letters of `queue` (for operators and tests)."""
+
+    async def close(self) -> None:
+        """Close connections. Subscriptions should be stopped first."""

@@ -1,0 +1,70 @@
+"""What to do with one delivery: decode, run the handler, decide the verdict.
+
+Both bus implementations call `dispatch` for every delivery and then act on
+the verdict (ack, requeue, or dead-letter with the reason), so their
+semantics cannot drift apart. This is the outermost consumer boundary: the
+one place a handler's arbitrary exception is caught, logged and turned into
+redelivery or a dead letter. Cancellation is never swallowed: a cancelled
+handler leaves its message unacknowledged, to be delivered again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import structlog
+
+from shared.bus.base import Delivery, Handler
+from shared.errors import MessageRejected
+from shared.messages import Codec
+
+log = structlog.get_logger(__name__)
+
+
+class Action(StrEnum):
+    ACK = "ack"
+    REQUEUE = "requeue"
+    DEAD_LETTER = "dead_letter"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    error: str = ""
+
+
+ACK = Verdict(Action.ACK)
+
+
+def failure_verdict(error: str, *, attempt: int, max_deliveries: int) -> Verdict:
+    """A failed handler is retried until its last allowed delivery."""
+    if attempt >= max_deliveries:
+        return Verdict(Action.DEAD_LETTER, f"failed {attempt} deliveries; last error: {error}")
+    return Verdict(Action.REQUEUE, error)
+
+
+async def dispatch(
+    body: bytes, delivery: Delivery, *, codec: Codec, handler: Handler, max_deliveries: int
+) -> Verdict:
+    try:
+        message = codec.decode(body)
+    except MessageRejected as exc:
+        log.warning("message_rejected", queue=delivery.queue, reason=str(exc))
+        return Verdict(Action.DEAD_LETTER, f"rejected: {exc}")
+    with structlog.contextvars.bound_contextvars(message_id=message.id, kind=message.kind):
+        try:
+            await handler(message, delivery)
+        except Exception as exc:  # outermost consumer boundary (see docstring)
+            error = f"{type(exc).__name__}: {exc}"
+            verdict = failure_verdict(error, attempt=delivery.attempt, max_deliveries=max_deliveries)
+            log.warning(
+                "handler_failed",
+                queue=delivery.queue,
+                attempt=delivery.attempt,
+                verdict=verdict.action.value,
+                error=error,
+                exc_info=exc,
+            )
+            return verdict
+    return ACK

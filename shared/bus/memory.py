@@ -1,0 +1,182 @@
+"""In-process bus (asyncio) with the same semantics as RabbitMQ.
+
+Used by `converge up` (every service in one process) and by deterministic
+protocol tests. Optional `Chaos` reorders, delays and duplicates deliveries
+from a seed, so one scenario can be replayed under many delivery orders.
+`MemorySubscription.kill()` drops a consumer abruptly (its unacknowledged
+messages return to the queue), standing in for a crashed process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from shared.bus.base import DeadLetter, Delivery, Handler
+from shared.bus.dispatch import Action, dispatch
+from shared.messages import Codec, Message
+from shared.tasks import log_task_failure
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """Seeded delivery disorder: swap order, delay, duplicate."""
+
+    seed: int
+    reorder: bool = True
+    duplicate_rate: float = 0.0
+    max_delay: float = 0.0  # seconds
+
+
+@dataclass
+class _Envelope:
+    body: bytes
+    deliveries: int = 0  # how many times it was handed out before
+
+
+@dataclass
+class _Queue:
+    ready: deque[_Envelope] = field(default_factory=deque)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class MemoryBus:
+    def __init__(self, codec: Codec, *, max_deliveries: int = 5, chaos: Chaos | None = None) -> None:
+        self._codec = codec
+        self._max_deliveries = max_deliveries
+        self._chaos = chaos
+        self._rng = random.Random(chaos.seed if chaos else 0)
+        self._queues: dict[str, _Queue] = {}
+        self._pending_delays: set[asyncio.Task[None]] = set()
+
+    def _queue(self, name: str) -> _Queue:
+        if name not in self._queues:
+            self._queues[name] = _Queue()
+        return self._queues[name]
+
+    def depth(self, queue: str) -> int:
+        """Messages waiting (not in flight) in `queue`."""
+        return len(self._queue(queue).ready)
+
+    async def publish(self, queue: str, message: Message) -> None:
+        await self._enqueue(queue, _Envelope(message.encode()))
+
+    async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
+        for message in messages:
+            await self.publish(queue, message)
+
+    async def _enqueue(self, name: str, envelope: _Envelope, *, front: bool = False) -> None:
+        copies = 1
+        if self._chaos and self._rng.random() < self._chaos.duplicate_rate:
+            copies = 2
+        for _ in range(copies):
+            delay = self._rng.uniform(0, self._chaos.max_delay) if self._chaos else 0.0
+            item = _Envelope(envelope.body, envelope.deliveries)
+            if delay > 0:
+                task = asyncio.create_task(self._later(name, item, delay))
+                self._pending_delays.add(task)
+                task.add_done_callback(self._pending_delays.discard)
+            else:
+                await self._put(name, item, front=front)
+
+    async def _later(self, name: str, item: _Envelope, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self._put(name, item)
+
+    async def _put(self, name: str, item: _Envelope, *, front: bool = False) -> None:
+        q = self._queue(name)
+        async with q.changed:
+            if self._chaos and self._chaos.reorder and q.ready:
+                q.ready.insert(self._rng.randint(0, len(q.ready)), item)
+            elif front:
+                q.ready.appendleft(item)
+            else:
+                q.ready.append(item)
+            q.changed.notify_all()
+
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> MemorySubscription:
+        sub = MemorySubscription(self, queue, handler, prefetch)
+        sub.start()
+        return sub
+
+    async def _settle(self, queue: str, envelope: _Envelope, action: Action, error: str) -> None:
+        if action is Action.REQUEUE:
+            await self._put(queue, envelope)
+        elif action is Action.DEAD_LETTER:
+            self._queue(queue).dead.append(DeadLetter(queue, envelope.body, error))
+
+    async def dead_letters(self, queue: str, *, limit: int = 100) -> list[DeadLetter]:
+        dead = self._queue(queue).dead
+        taken, dead[:] = dead[:limit], dead[limit:]
+        return taken
+
+    async def close(self) -> None:
+        for task in list(self._pending_delays):
+            task.cancel()
+        await asyncio.gather(*self._pending_delays, return_exceptions=True)
+
+
+class MemorySubscription:
+    def __init__(self, bus: MemoryBus, queue: str, handler: Handler, prefetch: int) -> None:
+        self._bus, self._name, self._handler = bus, queue, handler
+        self._slots = asyncio.Semaphore(prefetch)
+        self._inflight: dict[asyncio.Task[None], _Envelope] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._run(), name=f"consume:{self._name}")
+        self._loop_task.add_done_callback(log_task_failure)
+
+    async def _run(self) -> None:
+        q = self._bus._queue(self._name)
+        while True:
+            await self._slots.acquire()
+            async with q.changed:
+                await q.changed.wait_for(lambda: bool(q.ready))
+                envelope = q.ready.popleft()
+            envelope.deliveries += 1
+            task = asyncio.create_task(self._handle(envelope), name=f"handle:{self._name}")
+            self._inflight[task] = envelope
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.pop(task, None)
+        self._slots.release()
+
+    async def _handle(self, envelope: _Envelope) -> None:
+        delivery = Delivery(self._name, envelope.deliveries, envelope.deliveries > 1)
+        verdict = await dispatch(
+            envelope.body,
+            delivery,
+            codec=self._bus._codec,
+            handler=self._handler,
+            max_deliveries=self._bus._max_deliveries,
+        )
+        await self._bus._settle(self._name, envelope, verdict.action, verdict.error)
+
+    async def _stop_taking(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+
+    async def stop(self) -> None:
+        """Drain: take nothing new, let in-flight handlers finish (and ack)."""
+        await self._stop_taking()
+        if self._inflight:
+            await asyncio.wait(list(self._inflight))
+
+    async def kill(self) -> None:
+        """Crash: abandon in-flight handlers; their messages return unacked."""
+        await self._stop_taking()
+        abandoned = list(self._inflight.items())
+        for task, _ in abandoned:
+            task.cancel()
+        await asyncio.gather(*(task for task, _ in abandoned), return_exceptions=True)
+        for _, envelope in abandoned:
+            await self._bus._put(self._name, envelope, front=True)

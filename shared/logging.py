@@ -1,0 +1,64 @@
+"""Structured logging for every service (structlog over stdlib logging).
+
+JSON lines when stderr is not a terminal, readable console output when it is.
+Context (service, stack_id, traversal_id, resource, job_id, message_id) is
+bound through contextvars where a message is received, so every line logged
+while handling it carries those fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Literal
+
+import structlog
+
+LogFormat = Literal["auto", "json", "console"]
+
+
+def configure_logging(*, level: str = "info", fmt: LogFormat = "auto") -> None:
+    """Route structlog and stdlib logging (aiohttp, aio-pika) to one renderer."""
+    use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer()
+        if use_console
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *([] if use_console else [structlog.processors.format_exc_info]),
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # aio-pika/aiormq are chatty at INFO about (re)connects we log ourselves.
+    for noisy in ("aiormq", "aio_pika"):
+        logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+
+
+def get_logger(name: str | None = None, **context: Any) -> Any:
+    """A structlog logger, optionally with bound context."""
+    return structlog.get_logger(name).bind(**context) if context else structlog.get_logger(name)

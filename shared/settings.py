@@ -1,0 +1,147 @@
+"""Typed service settings, read once from `CONVERGE_*` environment variables.
+
+Only a service's `main` calls `load_settings`; everything below receives the
+settings object (or the few values it needs) as an argument. A bad value
+stops the service at start with one line naming the variable (exit code 2).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal, NoReturn, TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CONVERGE_"
+EXIT_BAD_CONFIG = 2
+
+Port = int  # documented as 1..65535 through Field constraints below
+
+
+class CommonSettings(BaseSettings):
+    """Settings every service shares."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    amqp_url: str | None = Field(
+        None,
+        description="RabbitMQ URL (amqp://user:pass@host:port/vhost). Unset = in-process bus, "
+        "only possible when every service runs in one process (`converge up`).",
+    )
+    queue_prefix: str = Field(
+        "converge",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Prefix of every queue and exchange name, so deployments and test runs "
+        "can share one broker.",
+    )
+    max_deliveries: int = Field(
+        5, ge=1, le=100,
+        description="Deliveries of one message before it is dead-lettered (handler errors).",
+    )
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto = console on a terminal, JSON lines otherwise."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    data_dir: Path = Field(
+        Path("./data"),
+        description="Where `converge up` keeps its embedded database and credentials.",
+    )
+    drain_seconds: float = Field(
+        30.0, gt=0, le=3600,
+        description="On SIGTERM, how long in-flight work may take to finish (seconds).",
+    )
+
+    @field_validator("amqp_url")
+    @classmethod
+    def _amqp_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("amqp://", "amqps://")):
+            raise ValueError("must start with amqp:// or amqps://")
+        return value or None
+
+
+class EngineSettings(CommonSettings):
+    """converge-engine: HTTP API, convergence logic, the only database writer."""
+
+    database_url: str | None = Field(
+        None,
+        description="PostgreSQL URL. Unset = embedded PostgreSQL (pgserver) under data_dir.",
+    )
+    db_pool_size: int = Field(10, ge=1, le=200, description="asyncpg pool size per engine.")
+    api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
+    api_port: int = Field(8004, ge=1, le=65535, description="Port of the API, health and metrics.")
+    api_tokens: str | None = Field(
+        None,
+        description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "
+        "= a generated token for project demo.",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must start with postgresql://")
+        return value or None
+
+
+class WorkerSettings(CommonSettings):
+    """converge-worker: runs resource actions from the jobs queue."""
+
+    health_host: str = Field("127.0.0.1", description="Address of /healthz, /readyz, /metrics.")
+    health_port: int = Field(8005, ge=1, le=65535, description="Port of /healthz, /readyz, /metrics.")
+    worker_concurrency: int = Field(32, ge=1, le=10_000, description="Jobs run at once.")
+    http_allowed_hosts: str = Field(
+        "",
+        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
+    )
+
+
+class ObserverSettings(CommonSettings):
+    """converge-observer: watches real resources and reports to the engine."""
+
+    health_host: str = Field("127.0.0.1", description="Address of /healthz, /readyz, /metrics.")
+    health_port: int = Field(8006, ge=1, le=65535, description="Port of /healthz, /readyz, /metrics.")
+    http_allowed_hosts: str = Field(
+        "",
+        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
+    )
+
+
+class UpSettings(EngineSettings):
+    """`converge up`: every service in one process, on embedded defaults."""
+
+    worker_concurrency: int = Field(32, ge=1, le=10_000, description="Jobs run at once.")
+    http_allowed_hosts: str = Field(
+        "127.0.0.1,localhost",
+        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
+    )
+
+
+S = TypeVar("S", bound=CommonSettings)
+
+
+def describe_error(error: ValidationError, settings_class: type[CommonSettings]) -> str:
+    """One line naming the first bad variable, its value and what is wrong."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "?"
+    variable = f"{ENV_PREFIX}{field.upper()}"
+    value = first.get("input")
+    shown = f"={value!r}" if isinstance(value, str | int | float) else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = len(error.errors()) - 1
+    tail = f" (and {more} more)" if more else ""
+    return f"invalid configuration: {variable}{shown}: {message}{tail}"
+
+
+def load_settings(settings_class: type[S], *, program: str) -> S:
+    """Read settings from the environment or exit(2) with one clear line."""
+    try:
+        return settings_class()
+    except ValidationError as exc:
+        _die(f"{program}: {describe_error(exc, settings_class)}")
+
+
+def _die(line: str) -> NoReturn:
+    print(line, file=sys.stderr)
+    raise SystemExit(EXIT_BAD_CONFIG)
