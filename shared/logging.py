@@ -28,9 +28,7 @@ def configure_logging(*, level: str = "info", fmt: LogFormat = "auto") -> None:
         structlog.processors.StackInfoRenderer(),
     ]
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer()
-        if use_console
-        else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[

@@ -37,7 +37,9 @@ class CommonSettings(BaseSettings):
         "can share one broker.",
     )
     max_deliveries: int = Field(
-        5, ge=1, le=100,
+        5,
+        ge=1,
+        le=20,
         description="Deliveries of one message before it is dead-lettered (handler errors).",
     )
     log_format: Literal["auto", "json", "console"] = Field(
@@ -49,7 +51,9 @@ class CommonSettings(BaseSettings):
         description="Where `converge up` keeps its embedded database and credentials.",
     )
     drain_seconds: float = Field(
-        30.0, gt=0, le=3600,
+        30.0,
+        gt=0,
+        le=3600,
         description="On SIGTERM, how long in-flight work may take to finish (seconds).",
     )
 
@@ -145,3 +149,13 @@ def load_settings(settings_class: type[S], *, program: str) -> S:
 def _die(line: str) -> NoReturn:
     print(line, file=sys.stderr)
     raise SystemExit(EXIT_BAD_CONFIG)
+
+
+def require_amqp(settings: CommonSettings, *, program: str) -> str:
+    """The AMQP URL a separately run service needs, or exit(2) saying so."""
+    if settings.amqp_url is None:
+        _die(
+            f"{program}: invalid configuration: {ENV_PREFIX}AMQP_URL is required when services "
+            "run as separate processes (use `converge up` for the all-in-one mode)"
+        )
+    return settings.amqp_url

@@ -2,8 +2,9 @@
 
 Topology, every name prefixed with the queue prefix `P`:
 - queue `P.<name>`: durable quorum queue, consumed with per-queue prefetch;
-  its native delivery limit (`max_deliveries`) dead-letters poison messages
-  that crash consumers before they can report an error;
+  handler failures are dead-lettered after `max_deliveries` by our own code,
+  and the broker's delivery limit (`POISON_DELIVERY_LIMIT`) catches messages
+  that crash their consumers before any error can be reported;
 - exchange `P.dead-letter` (direct) and queue `P.<name>.dead` bound to it with
   routing key `<name>`; handler failures land there with `x-converge-error`.
 Messages are persistent and published with publisher confirms (mandatory, so
@@ -37,8 +38,16 @@ from shared.messages import Codec, Message
 log = structlog.get_logger(__name__)
 
 ERROR_HEADER = "x-converge-error"
-_RETRYABLE = (aiormq.exceptions.AMQPConnectionError, aiormq.exceptions.ChannelInvalidStateError,
-              ConnectionError, asyncio.TimeoutError)
+# Broker-side backstop for messages that crash their consumers before any
+# error can be reported. A constant, not a setting: queue arguments must be
+# identical for every service that declares the queue.
+POISON_DELIVERY_LIMIT = 20
+_RETRYABLE = (
+    aiormq.exceptions.AMQPConnectionError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    asyncio.TimeoutError,
+)
 
 
 class AmqpBus:
@@ -111,7 +120,7 @@ class AmqpBus:
                 "x-queue-type": "quorum",
                 "x-dead-letter-exchange": self._dlx_name,
                 "x-dead-letter-routing-key": queue,
-                "x-delivery-limit": self._max_deliveries,
+                "x-delivery-limit": POISON_DELIVERY_LIMIT,
             },
         )
 
@@ -124,9 +133,25 @@ class AmqpBus:
 
     async def publish(self, queue: str, message: Message) -> None:
         await self._publish(
-            "", self.queue_name(queue), message.encode(), message_id=message.id, kind=message.kind,
+            "",
+            self.queue_name(queue),
+            message.encode(),
+            message_id=message.id,
+            kind=message.kind,
             ensure=queue,
         )
+
+    async def publish_raw(self, queue: str, body: bytes) -> None:
+        await self._publish("", self.queue_name(queue), body, ensure=queue)
+
+    async def depth(self, queue: str) -> int:
+        channel = await self._connection.channel()
+        try:
+            declared = await self._declare(channel, queue)
+            count = declared.declaration_result.message_count
+            return int(count or 0)
+        finally:
+            await channel.close()
 
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
         await asyncio.gather(*(self.publish(queue, m) for m in messages))

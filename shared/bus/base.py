@@ -42,6 +42,12 @@ class Bus(Protocol):
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
         """Queue several messages, waiting for all confirms together."""
 
+    async def publish_raw(self, queue: str, body: bytes) -> None:
+        """Queue an already-encoded body, e.g. to replay a dead letter."""
+
+    async def depth(self, queue: str) -> int:
+        """Messages waiting in `queue` (not counting those in flight)."""
+
     async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> Subscription:
         """Start handling `queue` with at most `prefetch` messages in flight."""
 

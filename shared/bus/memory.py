@@ -59,9 +59,11 @@ class MemoryBus:
             self._queues[name] = _Queue()
         return self._queues[name]
 
-    def depth(self, queue: str) -> int:
-        """Messages waiting (not in flight) in `queue`."""
+    async def depth(self, queue: str) -> int:
         return len(self._queue(queue).ready)
+
+    async def publish_raw(self, queue: str, body: bytes) -> None:
+        await self._enqueue(queue, _Envelope(body))
 
     async def publish(self, queue: str, message: Message) -> None:
         await self._enqueue(queue, _Envelope(message.encode()))

@@ -1,0 +1,1 @@
+"""converge-engine: HTTP API, templates, convergence logic; the only DB writer."""

@@ -1,0 +1,108 @@
+"""`converge-engine`: the engine process.
+
+    converge-engine [serve]   connect, migrate, serve the API; drain on SIGTERM
+    converge-engine migrate   apply pending schema migrations and exit
+
+Start-up order: settings (exit 2 if bad) -> logging -> database (embedded
+PostgreSQL when CONVERGE_DATABASE_URL is unset) -> migrations -> bus ->
+engine service -> HTTP. Shutdown runs the same list backwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import structlog
+from prometheus_client import CollectorRegistry
+
+from services.engine.api.app import build_app
+from services.engine.service import EngineService
+from services.engine.store import Store, connect
+from services.engine.store.embedded import start_embedded
+from services.engine.store.migrate import migrate
+from shared.bus.amqp import AmqpBus
+from shared.health import Readiness, health_routes, start_http
+from shared.logging import configure_logging
+from shared.messages import Codec
+from shared.service import run_service
+from shared.settings import EngineSettings, load_settings, require_amqp
+from shared.tasks import Supervisor
+
+log = structlog.get_logger(__name__)
+PROGRAM = "converge-engine"
+
+
+@contextlib.asynccontextmanager
+async def open_database(settings: EngineSettings) -> AsyncIterator[asyncpg.Pool]:
+    """The pool, on the configured URL or on embedded PostgreSQL; migrated."""
+    async with contextlib.AsyncExitStack() as stack:
+        url = settings.database_url
+        if url is None:
+            embedded = await start_embedded(settings.data_dir)
+            stack.push_async_callback(embedded.stop)
+            url = embedded.url
+            log.info("embedded_postgres", data_dir=str(settings.data_dir))
+        pool = await connect(url, size=settings.db_pool_size)
+        stack.push_async_callback(pool.close)
+        async with pool.acquire() as conn:
+            applied = await migrate(conn)
+        if applied:
+            log.info("migrations_applied", versions=applied)
+        yield pool
+
+
+async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
+    amqp_url = require_amqp(settings, program=PROGRAM)
+    registry, readiness = CollectorRegistry(), Readiness()
+    supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
+    async with contextlib.AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(open_database(settings))
+        bus = await AmqpBus.connect(
+            amqp_url,
+            prefix=settings.queue_prefix,
+            codec=Codec([]),
+            max_deliveries=settings.max_deliveries,
+            connection_name=f"{settings.queue_prefix}:engine",
+        )
+        stack.push_async_callback(bus.close)
+        engine = EngineService(store=Store(pool), bus=bus, engine_id=uuid.uuid4(), supervisor=supervisor)
+        await engine.start()
+        stack.push_async_callback(engine.stop)
+        stack.push_async_callback(supervisor.stop)
+        draining = asyncio.Event()
+        readiness.add("not_draining", lambda: not draining.is_set())
+        app = build_app(health_routes(readiness=readiness, registry=registry))
+        runner = await start_http(app, host=settings.api_host, port=settings.api_port)
+        stack.push_async_callback(runner.cleanup)
+        log.info(
+            "ready", engine_id=str(engine.engine_id), api=f"http://{settings.api_host}:{settings.api_port}"
+        )
+        await stop.wait()
+        draining.set()
+        log.info("draining")
+
+
+async def migrate_only(settings: EngineSettings) -> None:
+    async with open_database(settings):
+        log.info("migrated")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description="Converge engine")
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    args = parser.parse_args(argv)
+    settings = load_settings(EngineSettings, program=PROGRAM)
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    if args.command == "migrate":
+        return run_service(lambda _stop: migrate_only(settings), name="engine")
+    return run_service(lambda stop: serve(settings, stop), name="engine")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

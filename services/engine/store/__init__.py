@@ -1,0 +1,10 @@
+"""The engine's storage edge: every SQL statement Converge runs lives here.
+
+`connect` opens the asyncpg pool (wrapping driver errors), `embedded` starts
+the pgserver PostgreSQL used by `converge up`, `migrate` applies the ordered
+SQL files in `migrations/`, and `Store` is the gateway core code talks to.
+"""
+
+from services.engine.store.db import Store, connect
+
+__all__ = ["Store", "connect"]

@@ -1,0 +1,83 @@
+"""asyncpg pool and the `Store` gateway (engine registry and heartbeats so far).
+
+Driver errors are wrapped here: connection problems become
+`StoreUnavailable` (transient). Later issues add the stack/resource/sync-point
+statements to this gateway (split into modules per table family as it grows).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from shared.errors import StoreUnavailable
+
+_CONNECT_ERRORS = (
+    OSError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InvalidCatalogNameError,
+    TimeoutError,
+)
+
+
+async def connect(url: str, *, size: int = 10) -> asyncpg.Pool:
+    """Open a pool to `url`; raise `StoreUnavailable` naming what failed."""
+    try:
+        pool: asyncpg.Pool = await asyncpg.create_pool(
+            url, min_size=1, max_size=size, timeout=10, command_timeout=60
+        )
+    except _CONNECT_ERRORS as exc:
+        raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+    return pool
+
+
+class Store:
+    """All of the engine's database access goes through this gateway."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._pool.fetchval("SELECT 1"))
+        except (*_CONNECT_ERRORS, asyncpg.PostgresError):
+            return False
+
+    async def register_engine(self, engine_id: uuid.UUID, *, hostname: str, pid: int) -> None:
+        await self._execute(
+            """INSERT INTO engines (engine_id, hostname, pid) VALUES ($1, $2, $3)
+               ON CONFLICT (engine_id) DO UPDATE SET heartbeat_at = now()""",
+            engine_id,
+            hostname,
+            pid,
+        )
+
+    async def heartbeat(self, engine_id: uuid.UUID) -> None:
+        await self._execute("UPDATE engines SET heartbeat_at = now() WHERE engine_id = $1", engine_id)
+
+    async def unregister_engine(self, engine_id: uuid.UUID) -> None:
+        await self._execute("DELETE FROM engines WHERE engine_id = $1", engine_id)
+
+    async def live_engines(self, *, within_seconds: float) -> list[uuid.UUID]:
+        rows = await self._fetch(
+            """SELECT engine_id FROM engines
+               WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY started_at""",
+            within_seconds,
+        )
+        return [row["engine_id"] for row in rows]
+
+    async def _execute(self, sql: str, *args: Any) -> None:
+        try:
+            await self._pool.execute(sql, *args)
+        except _CONNECT_ERRORS as exc:
+            raise StoreUnavailable(f"database unavailable: {exc}") from exc
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        try:
+            return list(await self._pool.fetch(sql, *args))
+        except _CONNECT_ERRORS as exc:
+            raise StoreUnavailable(f"database unavailable: {exc}") from exc

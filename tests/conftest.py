@@ -1,0 +1,57 @@
+"""Fixtures shared by every test: real PostgreSQL and RabbitMQ, isolated.
+
+Each test session gets its own database (dropped at the end) and queue
+prefix (its queues and exchanges deleted at the end), so runs never see each
+other. URLs come from CONVERGE_TEST_DATABASE_URL / CONVERGE_TEST_AMQP_URL,
+which `make test` guarantees are reachable (tests/support/provide_services).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from tests.support import rabbit
+from tests.support.databases import create_database, drop_database
+
+DB_URL = os.environ.get("CONVERGE_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+AMQP_URL = os.environ.get("CONVERGE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    return AMQP_URL
+
+
+@pytest.fixture(scope="session")
+def session_prefix() -> Iterator[str]:
+    prefix = f"ctest-{RUN_ID}"
+    yield prefix
+    rabbit.delete_by_prefix(AMQP_URL, prefix)
+
+
+@pytest.fixture
+def queue_prefix(session_prefix: str) -> str:
+    """A queue prefix of this test's own."""
+    return f"{session_prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+async def database_url() -> AsyncIterator[str]:
+    """A fresh, empty database of this test's own (dropped afterwards)."""
+    name = f"converge_test_{RUN_ID}_{uuid.uuid4().hex[:8]}"
+    url = await create_database(DB_URL, name)
+    yield url
+    await drop_database(DB_URL, name)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    yield conn
+    await conn.close()

@@ -1,0 +1,263 @@
+"""The bus contract, proved on both implementations: real RabbitMQ and in-process.
+
+Real: RabbitMQ (quorum queues, confirms, broker-side connection close,
+SIGKILLed consumer processes). Nothing is faked; the memory bus is itself
+one of the two implementations under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shared.bus import Delivery
+from shared.bus.memory import MemoryBus, MemorySubscription
+from shared.errors import BusError
+from shared.messages import Message
+from tests.support import rabbit
+from tests.support.bus_fixtures import BusKit, Other, Ping, eventually
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def amqp_kit(amqp_url: str, queue_prefix: str) -> AsyncIterator[BusKit]:
+    kit = BusKit("amqp", amqp_url, queue_prefix)
+    yield kit
+    await kit.close()
+
+
+@pytest.fixture(params=["memory", "amqp"])
+async def kit(request: pytest.FixtureRequest, amqp_url: str, queue_prefix: str) -> AsyncIterator[BusKit]:
+    kit = BusKit(request.param, amqp_url, queue_prefix)
+    yield kit
+    await kit.close()
+
+
+class Recorder:
+    """A handler that records deliveries and can be told to fail or block."""
+
+    def __init__(self, *, fail_first: int = 0, always_fail: bool = False) -> None:
+        self.seen: list[tuple[int, int]] = []  # (n, attempt)
+        self.fail_first = fail_first
+        self.always_fail = always_fail
+        self.release = asyncio.Event()
+        self.block = False
+        self.active = 0
+        self.max_active = 0
+
+    async def __call__(self, message: Message, delivery: Delivery) -> None:
+        assert isinstance(message, Ping)
+        self.seen.append((message.n, delivery.attempt))
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            if self.block:
+                await self.release.wait()
+            if self.always_fail or len(self.seen) <= self.fail_first:
+                raise ValueError(f"boom {message.n}")
+        finally:
+            self.active -= 1
+
+
+async def test_a_published_message_reaches_the_consumer_once(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder()
+    sub = await bus.consume("q", handler, prefetch=4)
+    await bus.publish_many("q", [Ping(n=i) for i in range(5)])
+    await eventually(lambda: len(handler.seen) == 5)
+    await sub.stop()
+    assert sorted(handler.seen) == [(i, 1) for i in range(5)]
+    assert await bus.depth("q") == 0
+
+
+async def test_a_handler_exception_means_redelivery(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder(fail_first=1)
+    sub = await bus.consume("q", handler, prefetch=1)
+    await bus.publish("q", Ping(n=7))
+    await eventually(lambda: len(handler.seen) == 2)
+    await sub.stop()
+    assert handler.seen == [(7, 1), (7, 2)]
+    assert await bus.dead_letters("q") == []
+
+
+async def test_after_max_deliveries_the_message_is_dead_lettered_with_the_error(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder(always_fail=True)
+    sub = await bus.consume("q", handler, prefetch=1)
+    await bus.publish("q", Ping(n=3))
+    letters = []
+
+    async def dead_lettered() -> bool:
+        letters.extend(await bus.dead_letters("q"))
+        return bool(letters)
+
+    await eventually(dead_lettered)
+    await sub.stop()
+    assert handler.seen == [(3, 1), (3, 2), (3, 3)]
+    assert "ValueError: boom 3" in letters[0].error
+    assert json.loads(letters[0].body)["n"] == 3
+
+
+async def test_unknown_kinds_and_malformed_bodies_are_dead_lettered_not_handled(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder()
+    sub = await bus.consume("q", handler, prefetch=2)
+    await bus.publish("q", Other())
+    await bus.publish_raw("q", b"{not json")
+    await bus.publish("q", Ping(n=1))
+    letters = []
+
+    async def both_dead() -> bool:
+        letters.extend(await bus.dead_letters("q"))
+        return len(letters) == 2
+
+    await eventually(both_dead)
+    await eventually(lambda: handler.seen == [(1, 1)])
+    await sub.stop()
+    reasons = sorted(letter.error for letter in letters)
+    assert "unknown message kind 'test.other'" in reasons[1]
+    assert "malformed body" in reasons[0]
+
+
+async def test_prefetch_bounds_the_handlers_running_at_once(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder()
+    handler.block = True
+    sub = await bus.consume("q", handler, prefetch=2)
+    await bus.publish_many("q", [Ping(n=i) for i in range(6)])
+    await eventually(lambda: handler.active == 2)
+    # Give a broken implementation time to start a third; a correct one never can.
+    await asyncio.sleep(0.3)
+    handler.release.set()
+    await eventually(lambda: len(handler.seen) == 6)
+    await sub.stop()
+    assert handler.max_active == 2
+
+
+async def test_stop_drains_in_flight_handlers_and_acknowledges_them(kit: BusKit) -> None:
+    bus = await kit.connect()
+    handler = Recorder()
+    handler.block = True
+    sub = await bus.consume("q", handler, prefetch=1)
+    await bus.publish("q", Ping(n=1))
+    await eventually(lambda: handler.active == 1)
+    stopping = asyncio.create_task(sub.stop())
+    await asyncio.sleep(0)
+    assert not stopping.done()
+    handler.release.set()
+    await stopping
+    assert handler.active == 0
+    assert await bus.depth("q") == 0
+    again = Recorder()
+    sub2 = await bus.consume("q", again, prefetch=1)
+    await bus.publish("q", Ping(n=2))
+    await eventually(lambda: again.seen == [(2, 1)])
+    await sub2.stop()
+
+
+async def test_a_message_is_acknowledged_only_after_its_handler_returns(kit: BusKit, amqp_url: str) -> None:
+    """Kill the consumer mid-handler: another consumer gets the message again."""
+    bus = await kit.connect()
+    await bus.publish("q", Ping(n=42))
+    if kit.kind == "memory":
+        doomed = Recorder()
+        doomed.block = True
+        sub = await bus.consume("q", doomed, prefetch=1)
+        await eventually(lambda: doomed.active == 1)
+        assert isinstance(sub, MemorySubscription)
+        await sub.kill()
+    else:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.support.blocking_consumer",
+            amqp_url,
+            kit.prefix,
+            "q",
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ},
+        )
+        assert process.stdout is not None
+        async with asyncio.timeout(60):
+            while b'"handling"' not in (line := await process.stdout.readline()):
+                assert line, "the doomed consumer exited before handling the message"
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    survivor = Recorder()
+    sub = await bus.consume("q", survivor, prefetch=1)
+    await eventually(lambda: len(survivor.seen) == 1)
+    await sub.stop()
+    n, attempt = survivor.seen[0]
+    assert n == 42
+    assert attempt == 2
+
+
+async def test_consumers_resume_after_the_broker_closes_the_connection(amqp_kit: BusKit) -> None:
+    kit = amqp_kit
+    bus = await kit.connect("reconnecting")
+    handler = Recorder()
+    sub = await bus.consume("q", handler, prefetch=1)
+    await bus.publish("q", Ping(n=1))
+    await eventually(lambda: len(handler.seen) == 1)
+    assert await asyncio.to_thread(rabbit.close_connections, f"{kit.prefix}:reconnecting") == 1
+    await bus.publish("q", Ping(n=2))  # waits for the robust connection to come back
+    await eventually(lambda: [n for n, _ in handler.seen] == [1, 2])
+    await sub.stop()
+
+
+async def test_publish_waits_for_the_broker_confirm_and_reports_a_refusal(amqp_kit: BusKit) -> None:
+    kit = amqp_kit
+    bus = await kit.connect()
+    await bus.publish("q", Ping(n=0))  # declares the queue
+    policy = f"{kit.prefix}-full"
+    pattern = f"^{kit.prefix}\\.q$"
+    await asyncio.to_thread(
+        rabbit.set_policy, policy, pattern, '{"max-length": 1, "overflow": "reject-publish"}'
+    )
+
+    async def publish_until_refused() -> None:
+        async with asyncio.timeout(30):
+            while True:  # until the broker applies the policy, publishes are accepted
+                await bus.publish("q", Ping(n=1))
+                await asyncio.sleep(0.1)
+
+    try:
+        with pytest.raises(BusError, match="refused"):
+            await publish_until_refused()
+    finally:
+        await asyncio.to_thread(rabbit.clear_policy, policy)
+
+
+async def test_memory_bus_chaos_duplicates_and_reorders_from_a_seed() -> None:
+    from shared.bus.memory import Chaos
+    from tests.support.bus_fixtures import CODEC
+
+    async def order(seed: int) -> list[int]:
+        bus = MemoryBus(CODEC, chaos=Chaos(seed=seed, duplicate_rate=0.5))
+        for i in range(20):
+            await bus.publish("q", Ping(n=i))
+        handler = Recorder()
+        sub = await bus.consume("q", handler, prefetch=1)
+
+        async def taken() -> bool:
+            return await bus.depth("q") == 0
+
+        await eventually(taken)
+        await sub.stop()  # drains what is still in flight
+        await bus.close()
+        return [n for n, _ in handler.seen]
+
+    first, again, other = await order(1), await order(1), await order(2)
+    assert first == again
+    assert first != other
+    assert sorted(set(first)) == list(range(20))
+    assert len(first) > 20  # some were duplicated
+    assert first != sorted(first)

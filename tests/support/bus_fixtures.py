@@ -1,0 +1,75 @@
+"""Bus fixtures: the same tests run against the in-process and AMQP buses.
+
+`BusKit.connect()` gives a bus as a separate consumer process would see it:
+a new RabbitMQ connection for AMQP, the one shared in-process bus for memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from shared.bus import Bus
+from shared.bus.amqp import AmqpBus
+from shared.bus.memory import MemoryBus
+from shared.messages import Codec, Message
+
+
+class Ping(Message):
+    kind = "test.ping"
+    n: int
+
+
+class Other(Message):
+    kind = "test.other"
+
+
+CODEC = Codec([Ping])
+
+
+@dataclass
+class BusKit:
+    kind: str
+    amqp_url: str
+    prefix: str
+    max_deliveries: int = 3
+    _memory: MemoryBus | None = None
+    _opened: list[Bus] = field(default_factory=list)
+
+    async def connect(self, name: str = "test") -> Bus:
+        if self.kind == "memory":
+            if self._memory is None:
+                self._memory = MemoryBus(CODEC, max_deliveries=self.max_deliveries)
+                self._opened.append(self._memory)
+            return self._memory
+        bus = await AmqpBus.connect(
+            self.amqp_url,
+            prefix=self.prefix,
+            codec=CODEC,
+            max_deliveries=self.max_deliveries,
+            connection_name=f"{self.prefix}:{name}",
+        )
+        self._opened.append(bus)
+        return bus
+
+    async def close(self) -> None:
+        for bus in reversed(self._opened):
+            await bus.close()
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, timeout: float = 30, every: float = 0.05
+) -> None:
+    """Wait (bounded) until `check` holds; fail with a clear message otherwise."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        result = check()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(every)
