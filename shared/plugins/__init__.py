@@ -15,6 +15,7 @@ worker and observer run the actions.
 from shared.plugins.base import (
     ActionContext,
     ActionResult,
+    AnyAttributes,
     Observation,
     ObservedState,
     Outcome,
@@ -29,6 +30,7 @@ from shared.plugins.base import (
 __all__ = [
     "ActionContext",
     "ActionResult",
+    "AnyAttributes",
     "Observation",
     "ObservedState",
     "Outcome",

@@ -7,7 +7,8 @@ action context hands plugins the few edges they may use (HTTP, logger).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -94,7 +95,11 @@ class ActionContext:
 
     `idempotency_key` is stable across redeliveries of one job and new for
     every new action. `deadline` is a `time.time()` instant. `http` is the
-    shared, allow-listed client session (None where no HTTP is allowed).
+    shared, allow-listed client (`shared.http_client.HttpGateway`; None where
+    no HTTP is allowed). `api_url` is the base URL of Converge's own API
+    (e.g. `http://converge.example:8004`), used by types that hand out signal
+    URLs. `clock` gives the current `time.time()`-style instant; tests inject
+    virtual time.
     """
 
     stack_id: str
@@ -106,15 +111,48 @@ class ActionContext:
     cancelled: asyncio.Event
     log: structlog.typing.FilteringBoundLogger
     http: Any = None
+    api_url: str = ""
+    clock: Callable[[], float] = time.time
+
+
+class AnyAttributes(Mapping[str, str]):
+    """An `attributes` declaration that admits every name (Heat's OS::Heat::None).
+
+    `name in attrs` is always true and `attrs[name]` gives a generic
+    description, so `get_attr` on any name validates; iteration is empty, so
+    the type's schema lists no attributes. Unreported attributes resolve to None.
+    """
+
+    def __getitem__(self, name: str) -> str:
+        return "Any attribute; its value is null."
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 class ResourceType:
-    """Base class of every resource type. Subclasses set the ClassVars."""
+    """Base class of every resource type. Subclasses set the ClassVars.
+
+    Optional declarations: `attribute_types` (attribute name -> Heat type,
+    e.g. "String", "Map"; shown by the type schema), `support_version` (the
+    release that introduced the type), and `reference_attribute` (when set,
+    `get_resource` resolves to that attribute instead of the physical id, as
+    Heat does for OS::Heat::RandomString).
+    """
 
     type_name: ClassVar[str]
     description: ClassVar[str] = ""
     properties: ClassVar[type[Properties]] = Properties
     attributes: ClassVar[Mapping[str, str]] = {}
+    attribute_types: ClassVar[Mapping[str, str]] = {}
+    support_version: ClassVar[str | None] = None
+    reference_attribute: ClassVar[str | None] = None
 
     async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
         raise NotImplementedError

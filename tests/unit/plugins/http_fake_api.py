@@ -1,0 +1,136 @@
+"""A small REST API on aiohttp.web, served on 127.0.0.1 for the HTTP plugin tests.
+
+Items live in `FakeApi.items`; tests change them directly (e.g. flip a status
+to ACTIVE) instead of waiting. Every request is recorded in `FakeApi.seen`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeApi:
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seen: list[Seen] = field(default_factory=list)
+    create_status: str = "ACTIVE"
+    delete_slowly: bool = False
+    next_id: int = 1
+    port: int = 0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _record(self, request: web.Request) -> Any:
+        body = await request.json() if request.can_read_body else None
+        self.seen.append(Seen(request.method, request.path, dict(request.headers), body))
+        return body
+
+    async def create(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        item_id = f"it-{self.next_id}"
+        self.next_id += 1
+        self.items[item_id] = {**body, "id": item_id, "status": self.create_status}
+        return web.json_response(self.items[item_id], status=201)
+
+    async def show(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        item = self.items.get(request.match_info["id"])
+        if item is None:
+            return web.json_response({"message": "no such item"}, status=404)
+        return web.json_response(item)
+
+    async def put(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        item = self.items[request.match_info["id"]]
+        self.items[item["id"]] = {**body, "id": item["id"], "status": item["status"]}
+        return web.json_response(self.items[item["id"]])
+
+    async def patch(self, request: web.Request) -> web.Response:
+        body = await self._record(request)
+        item = self.items[request.match_info["id"]]
+        for key, value in body.items():
+            if value is None:
+                item.pop(key, None)
+            else:
+                item[key] = value
+        return web.Response(status=204)
+
+    async def delete(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        item_id = request.match_info["id"]
+        if item_id not in self.items:
+            return web.json_response({"message": "no such item"}, status=404)
+        if self.delete_slowly:
+            self.items[item_id]["status"] = "DELETING"
+            return web.Response(status=202)
+        del self.items[item_id]
+        return web.Response(status=204)
+
+    async def broken(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response(
+            {"error": {"message": "database down"}}, status=500, headers={"Retry-After": "7"}
+        )
+
+    async def limited(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response({"message": "slow down"}, status=429, headers={"Retry-After": "3"})
+
+    async def bad(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        return web.json_response({"message": "name is required"}, status=400)
+
+    async def away(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        raise web.HTTPFound("http://forbidden.example/things")
+
+    async def moved(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        raise web.HTTPTemporaryRedirect("/things")
+
+    async def loop(self, request: web.Request) -> web.Response:
+        await self._record(request)
+        raise web.HTTPFound("/loop")
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/things", self.create)
+        app.router.add_get("/things/{id}", self.show)
+        app.router.add_put("/things/{id}", self.put)
+        app.router.add_patch("/things/{id}", self.patch)
+        app.router.add_delete("/things/{id}", self.delete)
+        app.router.add_route("*", "/broken", self.broken)
+        app.router.add_route("*", "/limited", self.limited)
+        app.router.add_route("*", "/bad", self.bad)
+        app.router.add_route("*", "/away", self.away)
+        app.router.add_route("*", "/moved", self.moved)
+        app.router.add_route("*", "/loop", self.loop)
+        return app
+
+
+@asynccontextmanager
+async def serve(api: FakeApi) -> AsyncIterator[FakeApi]:
+    runner = web.AppRunner(api.app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    api.port = runner.addresses[0][1]
+    try:
+        yield api
+    finally:
+        await runner.cleanup()
