@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from shared.bus import Bus, Handler, Subscription
 from shared.health import Readiness, health_routes, start_http
+from shared.messages import Codec
 
 log = structlog.get_logger(__name__)
 
@@ -30,12 +31,13 @@ class Consumption:
     queue: str
     handler: Handler
     prefetch: int
+    codec: Codec
 
 
 async def start_consuming(bus: Bus, consumptions: Sequence[Consumption]) -> list[Subscription]:
     subs: list[Subscription] = []
     for c in consumptions:
-        subs.append(await bus.consume(c.queue, c.handler, prefetch=c.prefetch))
+        subs.append(await bus.consume(c.queue, c.handler, prefetch=c.prefetch, codec=c.codec))
         log.info("consuming", queue=c.queue, prefetch=c.prefetch)
     return subs
 

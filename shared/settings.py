@@ -60,6 +60,8 @@ class CommonSettings(BaseSettings):
     @field_validator("amqp_url")
     @classmethod
     def _amqp_scheme(cls, value: str | None) -> str | None:
+        if not value:
+            return None
         if value is not None and not value.startswith(("amqp://", "amqps://")):
             raise ValueError("must start with amqp:// or amqps://")
         return value or None
@@ -84,6 +86,8 @@ class EngineSettings(CommonSettings):
     @field_validator("database_url")
     @classmethod
     def _database_scheme(cls, value: str | None) -> str | None:
+        if not value:
+            return None
         if value is not None and not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must start with postgresql://")
         return value or None

@@ -29,7 +29,6 @@ from services.engine.store.migrate import migrate
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
 from shared.logging import configure_logging
-from shared.messages import Codec
 from shared.service import run_service
 from shared.settings import EngineSettings, load_settings, require_amqp
 from shared.tasks import Supervisor
@@ -66,7 +65,6 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         bus = await AmqpBus.connect(
             amqp_url,
             prefix=settings.queue_prefix,
-            codec=Codec([]),
             max_deliveries=settings.max_deliveries,
             connection_name=f"{settings.queue_prefix}:engine",
         )

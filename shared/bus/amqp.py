@@ -57,14 +57,12 @@ class AmqpBus:
         publish_channel: AbstractChannel,
         *,
         prefix: str,
-        codec: Codec,
         max_deliveries: int,
         publish_timeout: float,
     ) -> None:
         self._connection = connection
         self._publish_channel = publish_channel
         self._prefix = prefix
-        self._codec = codec
         self._max_deliveries = max_deliveries
         self._publish_timeout = publish_timeout
         self._declared: set[str] = set()
@@ -75,7 +73,6 @@ class AmqpBus:
         url: str,
         *,
         prefix: str,
-        codec: Codec,
         max_deliveries: int = 5,
         connection_name: str = "converge",
         publish_timeout: float = 30.0,
@@ -92,7 +89,6 @@ class AmqpBus:
             connection,
             channel,
             prefix=prefix,
-            codec=codec,
             max_deliveries=max_deliveries,
             publish_timeout=publish_timeout,
         )
@@ -201,14 +197,14 @@ class AmqpBus:
 
     # -- consuming -----------------------------------------------------------
 
-    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> AmqpSubscription:
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int, codec: Codec) -> AmqpSubscription:
         try:
             channel = await self._connection.channel()
             await channel.set_qos(prefetch_count=prefetch)
             amqp_queue = await self._declare(channel, queue)
         except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
             raise BusError(f"cannot consume {queue}: {exc}") from exc
-        sub = AmqpSubscription(self, queue, channel, amqp_queue, handler)
+        sub = AmqpSubscription(self, queue, channel, amqp_queue, handler, codec)
         await sub.start()
         return sub
 
@@ -243,7 +239,9 @@ class AmqpSubscription:
         channel: AbstractChannel,
         amqp_queue: AbstractQueue,
         handler: Handler,
+        codec: Codec,
     ) -> None:
+        self._codec = codec
         self._bus, self._queue, self._channel = bus, queue, channel
         self._amqp_queue, self._handler = amqp_queue, handler
         self._inflight: set[asyncio.Task[None]] = set()
@@ -265,7 +263,7 @@ class AmqpSubscription:
         verdict = await dispatch(
             incoming.body,
             delivery,
-            codec=self._bus._codec,
+            codec=self._codec,
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
         )

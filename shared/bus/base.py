@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.messages import Message
+from shared.messages import Codec, Message
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,9 @@ class Bus(Protocol):
     async def depth(self, queue: str) -> int:
         """Messages waiting in `queue` (not counting those in flight)."""
 
-    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> Subscription:
-        """Start handling `queue` with at most `prefetch` messages in flight."""
+    async def consume(self, queue: str, handler: Handler, *, prefetch: int, codec: Codec) -> Subscription:
+        """Start handling `queue` with at most `prefetch` messages in flight;
+        `codec` names the message kinds this consumer accepts."""
 
     async def dead_letters(self, queue: str, *, limit: int = 100) -> list[DeadLetter]:
         """Take up to `limit` dead letters of `queue` (for operators and tests)."""

@@ -46,8 +46,7 @@ class _Queue:
 
 
 class MemoryBus:
-    def __init__(self, codec: Codec, *, max_deliveries: int = 5, chaos: Chaos | None = None) -> None:
-        self._codec = codec
+    def __init__(self, *, max_deliveries: int = 5, chaos: Chaos | None = None) -> None:
         self._max_deliveries = max_deliveries
         self._chaos = chaos
         self._rng = random.Random(chaos.seed if chaos else 0)
@@ -101,8 +100,10 @@ class MemoryBus:
                 q.ready.append(item)
             q.changed.notify_all()
 
-    async def consume(self, queue: str, handler: Handler, *, prefetch: int) -> MemorySubscription:
-        sub = MemorySubscription(self, queue, handler, prefetch)
+    async def consume(
+        self, queue: str, handler: Handler, *, prefetch: int, codec: Codec
+    ) -> MemorySubscription:
+        sub = MemorySubscription(self, queue, handler, prefetch, codec)
         sub.start()
         return sub
 
@@ -124,8 +125,8 @@ class MemoryBus:
 
 
 class MemorySubscription:
-    def __init__(self, bus: MemoryBus, queue: str, handler: Handler, prefetch: int) -> None:
-        self._bus, self._name, self._handler = bus, queue, handler
+    def __init__(self, bus: MemoryBus, queue: str, handler: Handler, prefetch: int, codec: Codec) -> None:
+        self._bus, self._name, self._handler, self._codec = bus, queue, handler, codec
         self._slots = asyncio.Semaphore(prefetch)
         self._inflight: dict[asyncio.Task[None], _Envelope] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -155,7 +156,7 @@ class MemorySubscription:
         verdict = await dispatch(
             envelope.body,
             delivery,
-            codec=self._bus._codec,
+            codec=self._codec,
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
         )

@@ -21,7 +21,7 @@ from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.errors import BusError
 from shared.messages import Message
 from tests.support import rabbit
-from tests.support.bus_fixtures import BusKit, Other, Ping, eventually
+from tests.support.bus_fixtures import CODEC, BusKit, Other, Ping, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ class Recorder:
 async def test_a_published_message_reaches_the_consumer_once(kit: BusKit) -> None:
     bus = await kit.connect()
     handler = Recorder()
-    sub = await bus.consume("q", handler, prefetch=4)
+    sub = await bus.consume("q", handler, prefetch=4, codec=CODEC)
     await bus.publish_many("q", [Ping(n=i) for i in range(5)])
     await eventually(lambda: len(handler.seen) == 5)
     await sub.stop()
@@ -80,7 +80,7 @@ async def test_a_published_message_reaches_the_consumer_once(kit: BusKit) -> Non
 async def test_a_handler_exception_means_redelivery(kit: BusKit) -> None:
     bus = await kit.connect()
     handler = Recorder(fail_first=1)
-    sub = await bus.consume("q", handler, prefetch=1)
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
     await bus.publish("q", Ping(n=7))
     await eventually(lambda: len(handler.seen) == 2)
     await sub.stop()
@@ -91,7 +91,7 @@ async def test_a_handler_exception_means_redelivery(kit: BusKit) -> None:
 async def test_after_max_deliveries_the_message_is_dead_lettered_with_the_error(kit: BusKit) -> None:
     bus = await kit.connect()
     handler = Recorder(always_fail=True)
-    sub = await bus.consume("q", handler, prefetch=1)
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
     await bus.publish("q", Ping(n=3))
     letters = []
 
@@ -109,7 +109,7 @@ async def test_after_max_deliveries_the_message_is_dead_lettered_with_the_error(
 async def test_unknown_kinds_and_malformed_bodies_are_dead_lettered_not_handled(kit: BusKit) -> None:
     bus = await kit.connect()
     handler = Recorder()
-    sub = await bus.consume("q", handler, prefetch=2)
+    sub = await bus.consume("q", handler, prefetch=2, codec=CODEC)
     await bus.publish("q", Other())
     await bus.publish_raw("q", b"{not json")
     await bus.publish("q", Ping(n=1))
@@ -131,7 +131,7 @@ async def test_prefetch_bounds_the_handlers_running_at_once(kit: BusKit) -> None
     bus = await kit.connect()
     handler = Recorder()
     handler.block = True
-    sub = await bus.consume("q", handler, prefetch=2)
+    sub = await bus.consume("q", handler, prefetch=2, codec=CODEC)
     await bus.publish_many("q", [Ping(n=i) for i in range(6)])
     await eventually(lambda: handler.active == 2)
     # Give a broken implementation time to start a third; a correct one never can.
@@ -146,7 +146,7 @@ async def test_stop_drains_in_flight_handlers_and_acknowledges_them(kit: BusKit)
     bus = await kit.connect()
     handler = Recorder()
     handler.block = True
-    sub = await bus.consume("q", handler, prefetch=1)
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
     await bus.publish("q", Ping(n=1))
     await eventually(lambda: handler.active == 1)
     stopping = asyncio.create_task(sub.stop())
@@ -157,7 +157,7 @@ async def test_stop_drains_in_flight_handlers_and_acknowledges_them(kit: BusKit)
     assert handler.active == 0
     assert await bus.depth("q") == 0
     again = Recorder()
-    sub2 = await bus.consume("q", again, prefetch=1)
+    sub2 = await bus.consume("q", again, prefetch=1, codec=CODEC)
     await bus.publish("q", Ping(n=2))
     await eventually(lambda: again.seen == [(2, 1)])
     await sub2.stop()
@@ -170,7 +170,7 @@ async def test_a_message_is_acknowledged_only_after_its_handler_returns(kit: Bus
     if kit.kind == "memory":
         doomed = Recorder()
         doomed.block = True
-        sub = await bus.consume("q", doomed, prefetch=1)
+        sub = await bus.consume("q", doomed, prefetch=1, codec=CODEC)
         await eventually(lambda: doomed.active == 1)
         assert isinstance(sub, MemorySubscription)
         await sub.kill()
@@ -192,7 +192,7 @@ async def test_a_message_is_acknowledged_only_after_its_handler_returns(kit: Bus
         process.send_signal(signal.SIGKILL)
         await process.wait()
     survivor = Recorder()
-    sub = await bus.consume("q", survivor, prefetch=1)
+    sub = await bus.consume("q", survivor, prefetch=1, codec=CODEC)
     await eventually(lambda: len(survivor.seen) == 1)
     await sub.stop()
     n, attempt = survivor.seen[0]
@@ -204,7 +204,7 @@ async def test_consumers_resume_after_the_broker_closes_the_connection(amqp_kit:
     kit = amqp_kit
     bus = await kit.connect("reconnecting")
     handler = Recorder()
-    sub = await bus.consume("q", handler, prefetch=1)
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
     await bus.publish("q", Ping(n=1))
     await eventually(lambda: len(handler.seen) == 1)
     assert await asyncio.to_thread(rabbit.close_connections, f"{kit.prefix}:reconnecting") == 1
@@ -238,14 +238,13 @@ async def test_publish_waits_for_the_broker_confirm_and_reports_a_refusal(amqp_k
 
 async def test_memory_bus_chaos_duplicates_and_reorders_from_a_seed() -> None:
     from shared.bus.memory import Chaos
-    from tests.support.bus_fixtures import CODEC
 
     async def order(seed: int) -> list[int]:
-        bus = MemoryBus(CODEC, chaos=Chaos(seed=seed, duplicate_rate=0.5))
+        bus = MemoryBus(chaos=Chaos(seed=seed, duplicate_rate=0.5))
         for i in range(20):
             await bus.publish("q", Ping(n=i))
         handler = Recorder()
-        sub = await bus.consume("q", handler, prefetch=1)
+        sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
 
         async def taken() -> bool:
             return await bus.depth("q") == 0

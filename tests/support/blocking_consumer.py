@@ -19,14 +19,14 @@ from tests.support.bus_fixtures import CODEC, Ping
 
 
 async def main(url: str, prefix: str, queue: str) -> None:
-    bus = await AmqpBus.connect(url, prefix=prefix, codec=CODEC, connection_name=f"{prefix}:doomed")
+    bus = await AmqpBus.connect(url, prefix=prefix, connection_name=f"{prefix}:doomed")
 
     async def handler(message: Message, delivery: Delivery) -> None:
         assert isinstance(message, Ping)
         print(json.dumps({"event": "handling", "n": message.n, "attempt": delivery.attempt}), flush=True)
         await asyncio.Event().wait()
 
-    await bus.consume(queue, handler, prefetch=1)
+    await bus.consume(queue, handler, prefetch=1, codec=CODEC)
     print(json.dumps({"event": "ready"}), flush=True)
     await asyncio.Event().wait()
 

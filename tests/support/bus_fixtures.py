@@ -40,13 +40,12 @@ class BusKit:
     async def connect(self, name: str = "test") -> Bus:
         if self.kind == "memory":
             if self._memory is None:
-                self._memory = MemoryBus(CODEC, max_deliveries=self.max_deliveries)
+                self._memory = MemoryBus(max_deliveries=self.max_deliveries)
                 self._opened.append(self._memory)
             return self._memory
         bus = await AmqpBus.connect(
             self.amqp_url,
             prefix=self.prefix,
-            codec=CODEC,
             max_deliveries=self.max_deliveries,
             connection_name=f"{self.prefix}:{name}",
         )

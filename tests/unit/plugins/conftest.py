@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from shared.http_client import AllowList, HttpGateway
-from tests.unit.plugins.http_fake_api import FakeApi, serve
+from tests.support.fake_rest_api import FakeApi, serve
 from tests.unit.plugins.plugin_fakes import CtxFactory, VirtualClock, context_factory
 
 

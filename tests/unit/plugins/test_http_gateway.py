@@ -18,7 +18,7 @@ from shared.http_client import (
     error_for,
     parse_retry_after,
 )
-from tests.unit.plugins.http_fake_api import FakeApi
+from tests.support.fake_rest_api import FakeApi
 
 
 def test_allow_list_parses_hosts_ports_and_ipv6() -> None:

@@ -11,7 +11,7 @@ from shared.errors import PermanentError, TransientError
 from shared.http_client import HttpGateway
 from shared.plugins import ActionContext, ObservedState, Outcome, ReplacementNeeded
 from shared.plugins.builtin.http_resource import HttpResource, HttpResourceProperties
-from tests.unit.plugins.http_fake_api import FakeApi
+from tests.support.fake_rest_api import FakeApi
 from tests.unit.plugins.plugin_fakes import CtxFactory
 
 

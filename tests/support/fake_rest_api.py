@@ -2,10 +2,14 @@
 
 Items live in `FakeApi.items`; tests change them directly (e.g. flip a status
 to ACTIVE) instead of waiting. Every request is recorded in `FakeApi.seen`.
+Like real APIs it honours `Idempotency-Key`: a repeated POST with a key it has
+seen returns the item that key created. `create_gate`, when set, holds every
+POST open until the test releases it (to kill a worker mid-request).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +34,9 @@ class FakeApi:
     delete_slowly: bool = False
     next_id: int = 1
     port: int = 0
+    by_key: dict[str, str] = field(default_factory=dict)
+    create_gate: asyncio.Event | None = None
+    posts_started: int = 0
 
     @property
     def base(self) -> str:
@@ -42,7 +49,15 @@ class FakeApi:
 
     async def create(self, request: web.Request) -> web.Response:
         body = await self._record(request)
+        self.posts_started += 1
+        if self.create_gate is not None:
+            await self.create_gate.wait()
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and key in self.by_key and self.by_key[key] in self.items:
+            return web.json_response(self.items[self.by_key[key]], status=200)
         item_id = f"it-{self.next_id}"
+        if key is not None:
+            self.by_key[key] = item_id
         self.next_id += 1
         self.items[item_id] = {**body, "id": item_id, "status": self.create_status}
         return web.json_response(self.items[item_id], status=201)

@@ -1,0 +1,1 @@
+"""converge-observer: finds out what real resources look like; reports to the engine."""

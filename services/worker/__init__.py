@@ -1,0 +1,1 @@
+"""converge-worker: runs resource-plugin actions from the jobs queue. Stateless."""

@@ -1,0 +1,75 @@
+"""The worker's handler: one `ResourceJob` in, one `JobResult` out.
+
+Binds the job's identity to the log context, runs the job (`runner.py`),
+publishes the result to the engine and only then lets the bus acknowledge
+the job. Hosted by `converge-worker` and by `converge up` alike.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.worker.runner import RunnerDeps, run_job
+from shared.bus import Bus, Delivery
+from shared.host import Consumption
+from shared.messages import Codec, Message
+from shared.protocol import JOBS_QUEUE, ResourceJob
+
+CODEC = Codec([ResourceJob])
+
+
+class WorkerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.jobs = Counter(
+            "converge_worker_jobs",
+            "Jobs run, by type, action and outcome.",
+            ["type", "action", "outcome"],
+            registry=registry,
+        )
+        self.seconds = Histogram(
+            "converge_worker_job_seconds", "Time to run one job.", ["type", "action"], registry=registry
+        )
+        self.in_flight = Gauge("converge_worker_jobs_in_flight", "Jobs running now.", registry=registry)
+
+
+class WorkerService:
+    def __init__(self, *, bus: Bus, deps: RunnerDeps, concurrency: int, metrics: WorkerMetrics) -> None:
+        self._bus = bus
+        self._deps = deps
+        self._concurrency = concurrency
+        self._metrics = metrics
+
+    def consumptions(self) -> list[Consumption]:
+        return [Consumption(JOBS_QUEUE, self.handle, prefetch=self._concurrency, codec=CODEC)]
+
+    async def handle(self, message: Message, delivery: Delivery) -> None:
+        assert isinstance(message, ResourceJob)
+        job = message
+        with structlog.contextvars.bound_contextvars(
+            stack_id=job.stack_id,
+            traversal_id=job.traversal_id,
+            resource=job.resource_name,
+            job_id=job.job_id,
+        ):
+            log = structlog.get_logger("converge.worker")
+            log.info("job_started", action=job.action.value, type=job.resource_type, attempt=delivery.attempt)
+            started = time.monotonic()
+            self._metrics.in_flight.inc()
+            try:
+                result = await run_job(job, deps=self._deps, log=log)
+            finally:
+                self._metrics.in_flight.dec()
+            elapsed = time.monotonic() - started
+            self._metrics.jobs.labels(job.resource_type, job.action.value, result.outcome.value).inc()
+            self._metrics.seconds.labels(job.resource_type, job.action.value).observe(elapsed)
+            log.info(
+                "job_finished",
+                outcome=result.outcome.value,
+                physical_id=result.physical_id,
+                reason=result.reason or None,
+                seconds=round(elapsed, 3),
+            )
+            await self._bus.publish(job.reply_to, result)

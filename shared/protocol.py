@@ -1,0 +1,72 @@
+"""The messages services exchange about resources (queues and kinds).
+
+    engine --ResourceJob--> `jobs` --> worker --JobResult--> job.reply_to (engine)
+
+A job's `job_id` is its idempotency key: stable across redeliveries of the
+same job, new for every new action (a re-create after drift gets a new one).
+A result's id is derived from the job id, so the engine's inbox drops a
+duplicate result of a redelivered job.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from shared.messages import Message
+
+JOBS_QUEUE = "jobs"
+ENGINE_QUEUE = "engine"
+
+
+class JobAction(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+class JobOutcome(StrEnum):
+    COMPLETE = "complete"
+    IN_PROGRESS = "in_progress"  # asynchronous: an observer reports the end
+    FAILED = "failed"
+    REPLACE = "replace"  # update cannot be in place: the engine replaces the resource
+
+
+class ResourceJob(Message):
+    """Run one plugin action against the outside world."""
+
+    kind = "resource.job"
+
+    job_id: str = Field(min_length=1, max_length=60)
+    stack_id: str
+    stack_name: str
+    project_id: str
+    traversal_id: str
+    resource_id: int
+    resource_name: str
+    resource_type: str
+    action: JobAction
+    physical_id: str | None = None
+    properties: dict[str, Any] = Field(default_factory=dict)
+    previous_properties: dict[str, Any] | None = None
+    deadline: float = Field(description="time.time() instant after which the action is abandoned")
+    reply_to: str = ENGINE_QUEUE
+
+
+class JobResult(Message):
+    """What a job achieved."""
+
+    kind = "resource.result"
+
+    job_id: str
+    stack_id: str
+    traversal_id: str
+    resource_id: int
+    resource_name: str
+    action: JobAction
+    outcome: JobOutcome
+    physical_id: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
