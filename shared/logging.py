@@ -52,8 +52,8 @@ def configure_logging(*, level: str = "info", fmt: LogFormat = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # aio-pika/aiormq are chatty at INFO about (re)connects we log ourselves.
-    for noisy in ("aiormq", "aio_pika"):
+    # Chatty at INFO about (re)connects and server start-up we log ourselves.
+    for noisy in ("aiormq", "aio_pika", "pgserver"):
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
 
 

@@ -15,17 +15,13 @@ import asyncio
 import contextlib
 import sys
 import uuid
-from collections.abc import AsyncIterator
 
-import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.service import EngineService
-from services.engine.store import Store, connect
-from services.engine.store.embedded import start_embedded
-from services.engine.store.migrate import migrate
+from services.engine.store import Store, open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
 from shared.logging import configure_logging
@@ -35,25 +31,6 @@ from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
 PROGRAM = "converge-engine"
-
-
-@contextlib.asynccontextmanager
-async def open_database(settings: EngineSettings) -> AsyncIterator[asyncpg.Pool]:
-    """The pool, on the configured URL or on embedded PostgreSQL; migrated."""
-    async with contextlib.AsyncExitStack() as stack:
-        url = settings.database_url
-        if url is None:
-            embedded = await start_embedded(settings.data_dir)
-            stack.push_async_callback(embedded.stop)
-            url = embedded.url
-            log.info("embedded_postgres", data_dir=str(settings.data_dir))
-        pool = await connect(url, size=settings.db_pool_size)
-        stack.push_async_callback(pool.close)
-        async with pool.acquire() as conn:
-            applied = await migrate(conn)
-        if applied:
-            log.info("migrations_applied", versions=applied)
-        yield pool
 
 
 async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:

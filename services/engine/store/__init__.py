@@ -6,5 +6,6 @@ SQL files in `migrations/`, and `Store` is the gateway core code talks to.
 """
 
 from services.engine.store.db import Store, connect
+from services.engine.store.lifecycle import open_database
 
-__all__ = ["Store", "connect"]
+__all__ = ["Store", "connect", "open_database"]

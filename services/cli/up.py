@@ -1,0 +1,105 @@
+"""`converge up`: engine, worker and observer in one process, zero setup.
+
+Embedded defaults: PostgreSQL from pgserver under CONVERGE_DATA_DIR (state
+survives restarts) and the in-process bus; CONVERGE_DATABASE_URL /
+CONVERGE_AMQP_URL switch to real servers. Every HTTP endpoint (API, health,
+metrics) is served on the one API port. Shutdown (Ctrl-C / SIGTERM): stop
+taking messages, drain in-flight work, stop the engine, close the bus, stop
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+
+import aiohttp
+import structlog
+from prometheus_client import CollectorRegistry
+
+from services.cli.credentials import ensure_credentials
+from services.engine.api.app import build_app
+from services.engine.service import EngineService
+from services.engine.store import Store, open_database
+from services.worker.runner import RunnerDeps
+from services.worker.service import WorkerMetrics, WorkerService
+from shared.bus import Bus
+from shared.bus.amqp import AmqpBus
+from shared.bus.memory import MemoryBus
+from shared.health import Readiness, health_routes, start_http
+from shared.host import drain, start_consuming
+from shared.http_client import AllowList, HttpGateway
+from shared.plugins.registry import load_types
+from shared.settings import UpSettings
+from shared.tasks import Supervisor
+
+log = structlog.get_logger(__name__)
+
+
+async def open_bus(settings: UpSettings) -> Bus:
+    if settings.amqp_url is None:
+        return MemoryBus(max_deliveries=settings.max_deliveries)
+    return await AmqpBus.connect(
+        settings.amqp_url,
+        prefix=settings.queue_prefix,
+        max_deliveries=settings.max_deliveries,
+        connection_name=f"{settings.queue_prefix}:up",
+    )
+
+
+async def up(settings: UpSettings, stop: asyncio.Event) -> None:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    credentials = ensure_credentials(settings.data_dir)
+    api_url = f"http://{settings.api_host}:{settings.api_port}"
+    types = load_types()
+    registry, readiness = CollectorRegistry(), Readiness()
+    supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
+    async with contextlib.AsyncExitStack() as stack:
+        pool = await stack.enter_async_context(open_database(settings))
+        bus = await open_bus(settings)
+        stack.push_async_callback(bus.close)
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        with structlog.contextvars.bound_contextvars(service="engine"):
+            engine = EngineService(store=Store(pool), bus=bus, engine_id=uuid.uuid4(), supervisor=supervisor)
+            await engine.start()
+        stack.push_async_callback(engine.stop)
+        stack.push_async_callback(supervisor.stop)
+        worker = WorkerService(
+            bus=bus,
+            deps=RunnerDeps(
+                types=types,
+                http=HttpGateway(session, AllowList.parse(settings.http_allowed_hosts)),
+                api_url=api_url,
+            ),
+            concurrency=settings.worker_concurrency,
+            metrics=WorkerMetrics(registry),
+        )
+        with structlog.contextvars.bound_contextvars(service="worker"):
+            subs = await start_consuming(bus, worker.consumptions())
+        draining = asyncio.Event()
+        readiness.add("not_draining", lambda: not draining.is_set())
+        app = build_app(health_routes(readiness=readiness, registry=registry))
+        runner = await start_http(app, host=settings.api_host, port=settings.api_port)
+        stack.push_async_callback(runner.cleanup)
+        print(
+            f"Converge is up.\n"
+            f"  API:     {api_url}/v1/{credentials.project_id}\n"
+            f"  Token:   {credentials.token}\n"
+            f"  Data:    {settings.data_dir.resolve()}\n"
+            f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}\n"
+            f"Press Ctrl-C to stop.",
+            file=sys.stdout,
+            flush=True,
+        )
+        log.info(
+            "ready",
+            api=api_url,
+            database="embedded" if settings.database_url is None else "external",
+            bus="in-process" if settings.amqp_url is None else "amqp",
+        )
+        await stop.wait()
+        draining.set()
+        log.info("draining")
+        await drain(subs, seconds=settings.drain_seconds)

@@ -1,0 +1,38 @@
+"""Opening the engine's database: configured URL or embedded, then migrated.
+
+Shared by `converge-engine` and `converge up`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import asyncpg
+import structlog
+
+from services.engine.store.db import connect
+from services.engine.store.embedded import start_embedded
+from services.engine.store.migrate import migrate
+from shared.settings import EngineSettings
+
+log = structlog.get_logger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def open_database(settings: EngineSettings) -> AsyncIterator[asyncpg.Pool]:
+    """The pool, on the configured URL or on embedded PostgreSQL; migrated."""
+    async with contextlib.AsyncExitStack() as stack:
+        url = settings.database_url
+        if url is None:
+            embedded = await start_embedded(settings.data_dir)
+            stack.push_async_callback(embedded.stop)
+            url = embedded.url
+            log.info("embedded_postgres", data_dir=str(settings.data_dir))
+        pool = await connect(url, size=settings.db_pool_size)
+        stack.push_async_callback(pool.close)
+        async with pool.acquire() as conn:
+            applied = await migrate(conn)
+        if applied:
+            log.info("migrations_applied", versions=applied)
+        yield pool
