@@ -1,0 +1,72 @@
+"""The HOT template language: parse, validate and resolve Heat templates.
+
+Pure (no I/O). Flow: `loader` (bytes -> data, limits) -> `template` /
+`environment` (sections) -> `stack.load_stack` (parameters, conditions,
+registry, compile, property checks, dependency graph) -> `resolve`
+(properties and outputs at check time, property diffs). `validate_api`
+renders Heat's validate response. Errors: `TemplateInvalid` (all problems
+with their paths) and `ResolutionError`, both `InvalidInput`.
+
+Decisions where Heat leaves room:
+- deletion_policy Snapshot is refused (no snapshots; deleting instead would
+  lose data the user asked to keep);
+- a type accepts any attribute name when its `attributes` contains "*" or
+  every name (`shared.plugins.base.AnyAttributes`);
+- values depending on other resources are not type-checked at load time
+  (their presence still satisfies "required");
+- yaql, resource_facade, Fn::GetAZs, Fn::MemberListToMap and
+  Fn::ResourceFacade are validation errors saying they are not supported;
+- a known custom_constraint is accepted unchecked (its plugin checks it);
+  an unknown one is a validation error;
+- a top-level property resolving to null counts as not set, as in Heat.
+"""
+
+from services.engine.template.definition import (
+    DeletionPolicy,
+    OutputDefinition,
+    ResourceDefinition,
+    StackDefinition,
+    StackIdentity,
+)
+from services.engine.template.environment import Environment, parse_environment
+from services.engine.template.errors import ResolutionError, TemplateError, TemplateInvalid
+from services.engine.template.expr import ResourceData
+from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.resolve import (
+    OutputValue,
+    PropertyDiff,
+    diff_properties,
+    resolve_metadata,
+    resolve_outputs,
+    resolve_properties,
+)
+from services.engine.template.stack import ANY_ATTRIBUTE, load_stack
+from services.engine.template.template import Template, parse_template
+from services.engine.template.validate_api import validate_response
+
+__all__ = [
+    "ANY_ATTRIBUTE",
+    "DEFAULT_LIMITS",
+    "DeletionPolicy",
+    "Environment",
+    "OutputDefinition",
+    "OutputValue",
+    "PropertyDiff",
+    "ResolutionError",
+    "ResourceData",
+    "ResourceDefinition",
+    "StackDefinition",
+    "StackIdentity",
+    "Template",
+    "TemplateError",
+    "TemplateInvalid",
+    "TemplateLimits",
+    "diff_properties",
+    "load_stack",
+    "parse_environment",
+    "parse_template",
+    "resolve_metadata",
+    "resolve_outputs",
+    "resolve_properties",
+    "validate_response",
+]

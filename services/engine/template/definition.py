@@ -1,0 +1,113 @@
+"""The loaded stack: what the convergence engine reads from this package.
+
+`stack.load_stack` returns a `StackDefinition`: every enabled resource as a
+`ResourceDefinition` (type after registry mapping, compiled property tree,
+the set of resources it requires), the outputs, the parameter values and
+condition results, plus graph helpers (`requires`, `dependents`, `leaves`).
+Everything is immutable; property values are resolved later by `resolve.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from services.engine.template.environment import Environment
+from services.engine.template.template import Template
+
+
+class DeletionPolicy(StrEnum):
+    """What deleting the stack (or removing the resource) does to it.
+
+    Heat's `Snapshot` is refused at validation: Converge cannot snapshot, and
+    silently deleting instead would lose data the user asked to keep.
+    """
+
+    DELETE = "Delete"
+    RETAIN = "Retain"
+
+
+@dataclass(frozen=True)
+class StackIdentity:
+    """Values of the pseudo parameters OS::stack_name, OS::stack_id, OS::project_id."""
+
+    stack_name: str
+    stack_id: str
+    project_id: str
+
+
+@dataclass(frozen=True)
+class ResourceDefinition:
+    name: str
+    type: str  # after resource_registry mapping; a file name for template resources
+    template_type: str  # as written in the template
+    properties: Any  # compiled: plain values and `Expr` nodes
+    metadata: Any
+    requires: frozenset[str]  # direct predecessors (implicit refs + depends_on)
+    depends_on: tuple[str, ...] = ()  # explicit, enabled only
+    deletion_policy: DeletionPolicy = DeletionPolicy.DELETE
+    update_policy: Mapping[str, Any] = field(default_factory=dict)
+    external_id: str | None = None
+    description: str = ""
+    nested_template: str | None = None  # key in `files` for template resources
+    #: Resources named by get_resource/get_attr in properties or metadata: the
+    #: data `resolve_properties` needs (a subset of `requires`).
+    references: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OutputDefinition:
+    name: str
+    value: Any  # compiled
+    description: str = ""
+    enabled: bool = True  # False: its condition is false, value is null
+    requires: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class StackDefinition:
+    template: Template
+    environment: Environment
+    identity: StackIdentity
+    parameters: Mapping[str, Any]  # resolved values of the declared parameters
+    conditions: Mapping[str, bool]
+    resources: Mapping[str, ResourceDefinition]
+    outputs: Mapping[str, OutputDefinition]
+    disabled: frozenset[str] = frozenset()  # resources removed by conditions
+    _dependents: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)
+
+    def requires(self, name: str) -> frozenset[str]:
+        """Resources `name` needs before it can be checked (direct predecessors)."""
+        return self.resources[name].requires
+
+    def dependents(self, name: str) -> frozenset[str]:
+        """Resources that require `name` (reverse edges)."""
+        if name not in self.resources:
+            raise KeyError(name)
+        return self._dependents.get(name, frozenset())
+
+    def leaves(self) -> frozenset[str]:
+        """Resources that require nothing: the first to check."""
+        return frozenset(n for n, r in self.resources.items() if not r.requires)
+
+    def roots(self) -> frozenset[str]:
+        """Resources nothing requires: the last to finish (first to clean up)."""
+        return frozenset(n for n in self.resources if not self._dependents.get(n))
+
+    def hidden_parameters(self) -> frozenset[str]:
+        return frozenset(n for n, s in self.template.parameters.items() if s.hidden)
+
+    def immutable_violations(self, previous: StackDefinition) -> list[str]:
+        """Immutable parameters (of this template) whose value differs from `previous`.
+
+        Heat refuses such an update; the caller raises with these names.
+        """
+        return sorted(
+            name
+            for name, schema in self.template.parameters.items()
+            if schema.immutable
+            and name in previous.parameters
+            and previous.parameters[name] != self.parameters.get(name)
+        )

@@ -1,0 +1,203 @@
+"""The stack environment: parameter values, defaults and the resource registry.
+
+Read next to the template (loader -> environment -> stack). `parse_environment`
+checks the document; `Environment.resolve_type` maps a type name written in
+a template to what implements it: another type name (an alias, possibly
+through a `Prefix::*` wildcard or a per-resource override) or a template file
+from the request's `files` (a template resource). `event_sinks` and
+`encrypted_param_names` are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.engine.template.errors import ErrorList, join_path
+from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.loader import DocumentError, load_document
+
+_SECTIONS = frozenset(
+    {
+        "parameters",
+        "parameter_defaults",
+        "resource_registry",
+        "event_sinks",
+        "encrypted_param_names",
+        "parameter_merge_strategies",
+    }
+)
+_TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
+
+
+def is_template_reference(type_name: str) -> bool:
+    """A type naming a template file: Heat's .yaml/.template, plus .yml/.json."""
+    return type_name.endswith(_TEMPLATE_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class ResourceRegistry:
+    """Type mappings. Targets are type names or template file names."""
+
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    wildcards: tuple[tuple[str, str], ...] = ()  # ("OS::Foo::", "My::Foo::")
+    per_resource: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Environment:
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    parameter_defaults: Mapping[str, Any] = field(default_factory=dict)
+    registry: ResourceRegistry = field(default_factory=ResourceRegistry)
+    event_sinks: tuple[Any, ...] = ()
+    encrypted_param_names: tuple[str, ...] = ()
+
+    def resolve_type(self, type_name: str, resource_name: str | None = None) -> str:
+        """The type (or template file) `type_name` maps to; ValueError on a loop."""
+        seen = [type_name]
+        current = type_name
+        while True:
+            target = self._lookup(current, resource_name)
+            if target is None or target == current:
+                return current
+            if target in seen:
+                raise ValueError("resource_registry mapping loop: " + " -> ".join([*seen, target]))
+            seen.append(target)
+            current = target
+
+    def _lookup(self, type_name: str, resource_name: str | None) -> str | None:
+        if resource_name is not None:
+            override = self.registry.per_resource.get(resource_name, {}).get(type_name)
+            if override is not None:
+                return override
+        target = self.registry.aliases.get(type_name)
+        if target is not None:
+            return target
+        for prefix, replacement in self.registry.wildcards:
+            if type_name.startswith(prefix):
+                return replacement + type_name[len(prefix) :]
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The environment as Heat shows it (validate / show stack)."""
+        registry: dict[str, Any] = dict(self.registry.aliases)
+        registry.update({p + "*": r + "*" for p, r in self.registry.wildcards})
+        registry["resources"] = {k: dict(v) for k, v in self.registry.per_resource.items()}
+        return {
+            "parameters": dict(self.parameters),
+            "parameter_defaults": dict(self.parameter_defaults),
+            "resource_registry": registry,
+            "event_sinks": list(self.event_sinks),
+            "encrypted_param_names": list(self.encrypted_param_names),
+        }
+
+
+EMPTY_ENVIRONMENT = Environment()
+
+
+def parse_environment(
+    source: str | bytes | Mapping[str, Any] | None, *, limits: TemplateLimits = DEFAULT_LIMITS
+) -> Environment:
+    """Parse an environment document; raise `TemplateInvalid` with all errors."""
+    errors = ErrorList()
+    env = read_environment(source, limits=limits, errors=errors)
+    errors.raise_if_any()
+    return env
+
+
+def read_environment(
+    source: str | bytes | Mapping[str, Any] | Environment | None,
+    *,
+    limits: TemplateLimits,
+    errors: ErrorList,
+) -> Environment:
+    """Like `parse_environment` but appends errors; returns what was valid."""
+    if source is None:
+        return EMPTY_ENVIRONMENT
+    if isinstance(source, Environment):
+        return source
+    if isinstance(source, str | bytes) and not source.strip():
+        return EMPTY_ENVIRONMENT
+    try:
+        data = load_document(source, limits=limits, what="environment")
+    except DocumentError as exc:
+        errors.add("environment", str(exc))
+        return EMPTY_ENVIRONMENT
+
+    def at(*parts: str) -> str:
+        path = "environment"
+        for part in parts:
+            path = join_path(path, part)
+        return path
+
+    for key in data:
+        if key not in _SECTIONS:
+            errors.add(at(key), f"{key!r} is not a valid environment section")
+    sections: dict[str, dict[str, Any]] = {}
+    for name in ("parameters", "parameter_defaults", "resource_registry"):
+        value = data.get(name)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            errors.add(at(name), "must be a map")
+            value = {}
+        sections[name] = value
+    sinks = data.get("event_sinks") or []
+    if not isinstance(sinks, list):
+        errors.add(at("event_sinks"), "must be a list")
+        sinks = []
+    encrypted = data.get("encrypted_param_names") or []
+    if not isinstance(encrypted, list) or not all(isinstance(n, str) for n in encrypted):
+        errors.add(at("encrypted_param_names"), "must be a list of parameter names")
+        encrypted = []
+    return Environment(
+        parameters=sections["parameters"],
+        parameter_defaults=sections["parameter_defaults"],
+        registry=_registry(sections["resource_registry"], at("resource_registry"), errors),
+        event_sinks=tuple(sinks),
+        encrypted_param_names=tuple(encrypted),
+    )
+
+
+def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegistry:
+    aliases: dict[str, str] = {}
+    wildcards: list[tuple[str, str]] = []
+    per_resource: dict[str, dict[str, str]] = {}
+    for key, target in raw.items():
+        kpath = join_path(path, key)
+        if key == "resources":
+            if not isinstance(target, dict):
+                errors.add(kpath, "must be a map of resource name -> {type: target}")
+                continue
+            for res_name, mapping in target.items():
+                per_resource[res_name] = _per_resource(mapping, join_path(kpath, res_name), errors)
+            continue
+        if not isinstance(target, str) or not target:
+            errors.add(kpath, "must map to a type name or a template file name")
+            continue
+        if key.endswith("*"):
+            if not target.endswith("*"):
+                errors.add(kpath, "a wildcard mapping must map to a wildcard ('Prefix::*')")
+                continue
+            wildcards.append((key[:-1], target[:-1]))
+        else:
+            aliases[key] = target
+    # Longest prefix wins, so specific wildcards beat general ones.
+    wildcards.sort(key=lambda pair: len(pair[0]), reverse=True)
+    return ResourceRegistry(aliases, tuple(wildcards), per_resource)
+
+
+def _per_resource(raw: Any, path: str, errors: ErrorList) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        errors.add(path, "must be a map")
+        return {}
+    out: dict[str, str] = {}
+    for key, target in raw.items():
+        if key in ("hooks", "restricted_actions"):  # accepted, not implemented
+            continue
+        if not isinstance(target, str) or not target:
+            errors.add(join_path(path, key), "must map to a type name or a template file name")
+            continue
+        out[key] = target
+    return out

@@ -1,0 +1,141 @@
+"""Lazy resolution: a resource's properties and the stack's outputs, at check time.
+
+Last step of the flow. When the convergence engine checks a resource it
+passes the `ResourceData` (reference id, attributes) its dependencies
+reported; `resolve_properties` evaluates the compiled tree with them and
+returns plain JSON values. `diff_properties` compares two resolved
+property sets against the plugin's schema (defaults applied) and says
+whether the change can be applied in place. `resolve_outputs` never raises
+for a missing or failed resource: the output carries an error instead, like
+Heat's `output_error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from services.engine.template.definition import StackDefinition
+from services.engine.template.errors import ResolutionError
+from services.engine.template.expr import DataMap, copy_json, evaluate
+from services.engine.template.properties import schema_defaults
+from shared.plugins.base import Properties, UpdateRule, update_rule
+
+
+def resolve_properties(stack: StackDefinition, name: str, data: DataMap) -> dict[str, Any]:
+    """Resolved properties of `name`; `data` holds each referenced resource's data.
+
+    Properties resolving to null are left out (null means "not set", as in
+    Heat). Raises `ResolutionError` (an `InvalidInput`) naming the place when
+    a function cannot be applied to the values it got.
+    """
+    definition = stack.resources[name]
+    value = evaluate(definition.properties, data)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ResolutionError("properties must resolve to a map", path=f"resources.{name}.properties")
+    return {k: copy_json(v) for k, v in value.items() if v is not None}
+
+
+def resolve_metadata(stack: StackDefinition, name: str, data: DataMap) -> dict[str, Any]:
+    """Resolved metadata of `name` (an empty map when there is none)."""
+    value = evaluate(stack.resources[name].metadata, data)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ResolutionError("metadata must resolve to a map", path=f"resources.{name}.metadata")
+    return copy_json(value)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class OutputValue:
+    """An output as shown to users: a value, or an error explaining its absence."""
+
+    value: Any
+    description: str = ""
+    error: str | None = None
+
+
+def resolve_outputs(stack: StackDefinition, data: DataMap) -> dict[str, OutputValue]:
+    """Every output, resolved from `data` (resources that have completed so far)."""
+    out: dict[str, OutputValue] = {}
+    for name, output in stack.outputs.items():
+        if not output.enabled:
+            out[name] = OutputValue(None, output.description)
+            continue
+        problem = _unavailable(output.requires, data)
+        if problem is not None:
+            out[name] = OutputValue(None, output.description, problem)
+            continue
+        try:
+            value = copy_json(evaluate(output.value, data))
+        except ResolutionError as exc:
+            out[name] = OutputValue(None, output.description, str(exc))
+            continue
+        out[name] = OutputValue(value, output.description)
+    return out
+
+
+def _unavailable(requires: frozenset[str], data: DataMap) -> str | None:
+    for resource in sorted(requires):
+        found = data.get(resource)
+        if found is None:
+            return f"Resource {resource} is not available"
+        if found.error is not None:
+            return f"Resource {resource} failed: {found.error}"
+    return None
+
+
+@dataclass(frozen=True)
+class PropertyDiff:
+    """Which properties changed, and whether any of them forces replacement."""
+
+    changed: frozenset[str]
+    replace: bool
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.changed
+
+
+def diff_properties(schema: type[Properties], old: Mapping[str, Any], new: Mapping[str, Any]) -> PropertyDiff:
+    """Compare resolved properties; an omitted property equals its default.
+
+    A property not in the schema (which validation prevents) is treated as
+    forcing replacement, the safe choice.
+    """
+    defaults = schema_defaults(schema)
+    fields = schema.model_fields
+    changed: set[str] = set()
+    replace = False
+    for key in set(old) | set(new) | set(defaults):
+        before = old.get(key)
+        after = new.get(key)
+        if before is None:
+            before = defaults.get(key)
+        if after is None:
+            after = defaults.get(key)
+        if _same(before, after):
+            continue
+        changed.add(key)
+        if key not in fields or update_rule(schema, key) is UpdateRule.REPLACE:
+            replace = True
+    return PropertyDiff(frozenset(changed), replace)
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == 1.0 == True in Python; properties compare by JSON value and type.
+    if type(a) is not type(b) and not (
+        isinstance(a, int | float)
+        and isinstance(b, int | float)
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+    ):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
