@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.service import EngineService
-from services.engine.store import Store, open_database
+from services.engine.store import open_database
 from services.worker.runner import RunnerDeps
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus import Bus
@@ -62,8 +62,11 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(bus.close)
         session = await stack.enter_async_context(aiohttp.ClientSession())
         with structlog.contextvars.bound_contextvars(service="engine"):
-            engine = EngineService(store=Store(pool), bus=bus, engine_id=uuid.uuid4(), supervisor=supervisor)
+            engine = EngineService(
+                pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor
+            )
             await engine.start()
+            engine_subs = await start_consuming(bus, engine.consumptions())
         stack.push_async_callback(engine.stop)
         stack.push_async_callback(supervisor.stop)
         worker = WorkerService(
@@ -77,7 +80,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             metrics=WorkerMetrics(registry),
         )
         with structlog.contextvars.bound_contextvars(service="worker"):
-            subs = await start_consuming(bus, worker.consumptions())
+            subs = engine_subs + await start_consuming(bus, worker.consumptions())
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         app = build_app(health_routes(readiness=readiness, registry=registry))

@@ -21,10 +21,12 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.service import EngineService
-from services.engine.store import Store, open_database
+from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
+from shared.host import drain, start_consuming
 from shared.logging import configure_logging
+from shared.plugins.registry import load_types
 from shared.service import run_service
 from shared.settings import EngineSettings, load_settings, require_amqp
 from shared.tasks import Supervisor
@@ -46,7 +48,9 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             connection_name=f"{settings.queue_prefix}:engine",
         )
         stack.push_async_callback(bus.close)
-        engine = EngineService(store=Store(pool), bus=bus, engine_id=uuid.uuid4(), supervisor=supervisor)
+        engine = EngineService(
+            pool=pool, bus=bus, types=load_types(), engine_id=uuid.uuid4(), supervisor=supervisor
+        )
         await engine.start()
         stack.push_async_callback(engine.stop)
         stack.push_async_callback(supervisor.stop)
@@ -55,12 +59,14 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         app = build_app(health_routes(readiness=readiness, registry=registry))
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
+        subs = await start_consuming(bus, engine.consumptions())
         log.info(
             "ready", engine_id=str(engine.engine_id), api=f"http://{settings.api_host}:{settings.api_port}"
         )
         await stop.wait()
         draining.set()
         log.info("draining")
+        await drain(subs, seconds=settings.drain_seconds)
 
 
 async def migrate_only(settings: EngineSettings) -> None:

@@ -1,8 +1,10 @@
 """The engine's long-running parts, independent of how the process hosts them.
 
-`EngineService` registers this engine, keeps its heartbeat (other engines use
-it to take over work of a dead one) and, as later issues add them, runs the
-convergence consumers. `converge-engine serve` and `converge up` both host it.
+`EngineService` registers this engine and keeps its heartbeat, consumes the
+`engine` queue (node checks and job results, see `checks`), relays outbox
+messages left behind by a failed publish or a dead engine, and offers the
+stack operations (`operations`). `converge-engine` and `converge up` both
+host it.
 """
 
 from __future__ import annotations
@@ -11,12 +13,21 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Mapping
 
+import asyncpg
 import structlog
 
+from services.engine.checks import CODEC, Convergence
+from services.engine.definitions import DefinitionCache
+from services.engine.operations import Operations
+from services.engine.outbox import Outbox
 from services.engine.store import Store
 from shared.bus import Bus
 from shared.errors import StoreUnavailable
+from shared.host import Consumption
+from shared.plugins import ResourceType
+from shared.protocol import ENGINE_QUEUE
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -26,21 +37,36 @@ class EngineService:
     def __init__(
         self,
         *,
-        store: Store,
+        pool: asyncpg.Pool,
         bus: Bus,
+        types: Mapping[str, type[ResourceType]],
         engine_id: uuid.UUID,
         supervisor: Supervisor,
+        prefetch: int = 64,
         heartbeat_seconds: float = 2.0,
     ) -> None:
-        self.store = store
+        self.store = Store(pool)
         self.bus = bus
         self.engine_id = engine_id
+        self.outbox = Outbox(pool=pool, bus=bus)
+        definitions = DefinitionCache(types=types)
+        self.operations = Operations(
+            store=self.store, outbox=self.outbox, definitions=definitions, types=types
+        )
+        self.convergence = Convergence(
+            store=self.store, outbox=self.outbox, definitions=definitions, types=types
+        )
         self._supervisor = supervisor
+        self._prefetch = prefetch
         self._heartbeat_seconds = heartbeat_seconds
+
+    def consumptions(self) -> list[Consumption]:
+        return [Consumption(ENGINE_QUEUE, self.convergence.handle, prefetch=self._prefetch, codec=CODEC)]
 
     async def start(self) -> None:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
+        self._supervisor.spawn("outbox-relay", self.outbox.relay_forever())
 
     async def _heartbeat(self) -> None:
         while True:

@@ -38,9 +38,13 @@ def prop(
 
 
 class Properties(BaseModel):
-    """Base of every type's property schema. Unknown properties are errors."""
+    """Base of every type's property schema. Unknown properties are errors.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Numbers given to string properties become strings, as in Heat (a
+    `get_attr` of a number feeding a string property is common in templates).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 
 def update_rule(schema: type[Properties], name: str) -> UpdateRule:

@@ -7,12 +7,16 @@ statements to this gateway (split into modules per table family as it grows).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 
-from shared.errors import StoreUnavailable
+from services.engine.store.tx import Tx
+from shared.errors import ConflictError, StoreUnavailable
 
 _CONNECT_ERRORS = (
     OSError,
@@ -28,11 +32,16 @@ async def connect(url: str, *, size: int = 10) -> asyncpg.Pool:
     """Open a pool to `url`; raise `StoreUnavailable` naming what failed."""
     try:
         pool: asyncpg.Pool = await asyncpg.create_pool(
-            url, min_size=1, max_size=size, timeout=10, command_timeout=60
+            url, min_size=1, max_size=size, timeout=10, command_timeout=60, init=_init_connection
         )
     except _CONNECT_ERRORS as exc:
         raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
     return pool
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for kind in ("json", "jsonb"):
+        await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 class Store:
@@ -40,6 +49,17 @@ class Store:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        """One transaction; every convergence effect commits through one of these."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield Tx(conn)
+        except _CONNECT_ERRORS as exc:
+            raise StoreUnavailable(f"database unavailable: {exc}") from exc
+        except asyncpg.exceptions.SerializationError as exc:
+            raise ConflictError(f"concurrent update: {exc}") from exc
 
     async def ping(self) -> bool:
         try:

@@ -1,0 +1,429 @@
+"""Handling the engine queue: node checks and job results (the async shell).
+
+For every message: one transaction that claims the message id (inbox, so a
+redelivery changes nothing), reads the few rows the decision needs, applies
+the pure decision from `core.decide`, and writes rows, events and outgoing
+messages (outbox) together; the outbox is published after commit.
+
+A check whose traversal id is no longer the stack's stops quietly: that is
+how a newer operation preempts an older one without a lock. A check that
+finds an older job still running on its row waits on the row and is
+triggered again when that job's outcome is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from services.engine.core.decide import Cleanup, Forward, decide_cleanup, decide_forward, failure_reason
+from services.engine.core.model import (
+    Action,
+    Node,
+    ResourceId,
+    ResourceRow,
+    StackId,
+    StackRow,
+    Status,
+    TraversalId,
+    is_forward,
+    resource_of,
+)
+from services.engine.definitions import DefinitionCache
+from services.engine.effects import Effects
+from services.engine.messages import CheckResource
+from services.engine.outbox import Outbox
+from services.engine.store import Store
+from services.engine.store.tx import Tx
+from services.engine.template import ResolutionError, ResourceData, resolve_properties
+from shared.bus import Delivery
+from shared.errors import ConflictError
+from shared.messages import Codec, Message
+from shared.plugins import ResourceType
+from shared.protocol import JOBS_QUEUE, JobAction, JobOutcome, JobResult, ResourceJob
+
+log = structlog.get_logger(__name__)
+
+CODEC = Codec([CheckResource, JobResult])
+DEFAULT_JOB_SECONDS = 3600.0
+
+
+def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
+    """What a dependency passes on: its reference id and attributes."""
+    cls = types.get(row.type)
+    reference = row.physical_id
+    if cls is not None and cls.reference_attribute is not None:
+        value = row.attributes.get(cls.reference_attribute)
+        reference = None if value is None else str(value)
+    return ResourceData(reference_id=reference, attributes=row.attributes)
+
+
+class Convergence:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        outbox: Outbox,
+        definitions: DefinitionCache,
+        types: Mapping[str, type[ResourceType]],
+    ) -> None:
+        self._store = store
+        self._outbox = outbox
+        self._definitions = definitions
+        self._types = types
+
+    async def handle(self, message: Message, delivery: Delivery) -> None:
+        context: dict[str, Any] = {}
+        if isinstance(message, CheckResource):
+            context = {"stack_id": str(message.stack_id), "traversal_id": str(message.traversal_id)}
+        elif isinstance(message, JobResult):
+            context = {
+                "stack_id": message.stack_id,
+                "resource": message.resource_name,
+                "job_id": message.job_id,
+            }
+        with structlog.contextvars.bound_contextvars(**context):
+            effects = Effects()
+            async with self._store.transaction() as tx:
+                if not await tx.claim_message(message.id):
+                    log.debug("duplicate_message", message_id=message.id)
+                    return
+                if isinstance(message, CheckResource):
+                    await self._check(tx, message, effects)
+                elif isinstance(message, JobResult):
+                    await self._result(tx, message, effects)
+                ids = await effects.commit(tx)
+            await self._outbox.publish(ids, effects.messages)
+
+    # -- checks ---------------------------------------------------------------
+
+    async def _check(self, tx: Tx, msg: CheckResource, fx: Effects) -> None:
+        stack = await tx.stack(StackId(msg.stack_id))
+        traversal = TraversalId(msg.traversal_id)
+        if stack is None or stack.current_traversal != traversal:
+            log.debug("check_superseded", node=msg.node)
+            return
+        node = Node(msg.node)
+        state = await tx.node(traversal, node)
+        if state is None or state.done:
+            return
+        row = await tx.resource(msg.resource_id)
+        if row is None:  # already cleaned up by an earlier traversal
+            await self._node_done(tx, stack, traversal, node, fx)
+            return
+        if row.current_job is not None:
+            # An older traversal's job is still running on this row: wait for its outcome.
+            if not await tx.update_resource(row, waiting_traversal=traversal, waiting_node=node):
+                raise ConflictError(f"resource {row.resource_id} changed while checking")
+            log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
+            return
+        if is_forward(node):
+            await self._check_forward(tx, stack, traversal, node, row, fx)
+        else:
+            await self._check_cleanup(tx, stack, traversal, node, row, fx)
+
+    async def _check_forward(
+        self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
+    ) -> None:
+        assert stack.current_template_id is not None
+        definition = await self._definitions.get(tx, stack, stack.current_template_id)
+        goal = definition.resources[row.name]
+        cls = self._types[goal.type]
+        needed = await tx.current_resources(stack.stack_id, goal.requires)
+        data = {n: reference_data(r, self._types) for n, r in needed.items() if n in goal.references}
+        requires = frozenset(r.resource_id for r in needed.values())
+        try:
+            properties = resolve_properties(definition, row.name, data)
+        except ResolutionError as exc:
+            await self._fail(
+                tx, stack, traversal, row, Action.UPDATE if row.exists else Action.CREATE, str(exc), fx
+            )
+            return
+        decision = decide_forward(
+            row,
+            type_name=goal.type,
+            schema=cls.properties,
+            properties=properties,
+            external_id=goal.external_id,
+        )
+        log.info("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
+        adopt = {"template_id": stack.current_template_id, "deletion_policy": goal.deletion_policy.value}
+        if decision.kind is Forward.NOTHING:
+            await self._update(tx, row, requires=requires, **adopt)
+            await self._node_done(tx, stack, traversal, node, fx)
+        elif decision.kind is Forward.ADOPT:
+            await self._update(
+                tx,
+                row,
+                physical_id=goal.external_id,
+                action=Action.ADOPT,
+                status=Status.COMPLETE,
+                status_reason="",
+                properties=properties,
+                requires=requires,
+                **adopt,
+            )
+            fx.event(stack.stack_id, row.name, goal.external_id, goal.type, "ADOPT", "COMPLETE", "adopted")
+            await self._node_done(tx, stack, traversal, node, fx)
+        elif decision.kind is Forward.REPLACE:
+            await self._replace(
+                tx, stack, traversal, node, row, goal.type, properties, requires, adopt, fx, why=decision.why
+            )
+        else:
+            action = JobAction.CREATE if decision.kind is Forward.CREATE else JobAction.UPDATE
+            await self._update(tx, row, type=goal.type, **adopt)
+            fresh = await tx.resource(row.resource_id)
+            assert fresh is not None
+            await self._issue(tx, stack, traversal, node, fresh, action, properties, requires, fx)
+
+    async def _replace(
+        self,
+        tx: Tx,
+        stack: StackRow,
+        traversal: TraversalId,
+        node: Node,
+        row: ResourceRow,
+        type_name: str,
+        properties: Mapping[str, Any],
+        requires: frozenset[ResourceId],
+        adopt: Mapping[str, Any],
+        fx: Effects,
+        *,
+        why: str,
+    ) -> None:
+        """Create a new row first; the old one is deleted by its cleanup node later."""
+        assert stack.current_template_id is not None
+        (new_id,) = await tx.insert_resources(
+            stack.stack_id,
+            [(row.name, type_name, stack.current_template_id, adopt["deletion_policy"])],
+            replaces=row.resource_id,
+        )
+        await self._update(tx, row, replaced_by=new_id)
+        fx.event(
+            stack.stack_id,
+            row.name,
+            row.physical_id,
+            row.type,
+            "UPDATE",
+            "IN_PROGRESS",
+            f"Replacing: {why}" if why else "Replacing",
+        )
+        replacement = await tx.resource(new_id)
+        assert replacement is not None
+        await self._issue(tx, stack, traversal, node, replacement, JobAction.CREATE, properties, requires, fx)
+
+    async def _check_cleanup(
+        self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
+    ) -> None:
+        decision = decide_cleanup(row, current_template_id=stack.current_template_id)
+        log.info("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
+        if decision is Cleanup.KEEP:
+            await self._node_done(tx, stack, traversal, node, fx)
+        elif decision is Cleanup.FORGET:
+            await tx.delete_resource(row.resource_id)
+            if row.exists:
+                fx.event(
+                    stack.stack_id,
+                    row.name,
+                    row.physical_id,
+                    row.type,
+                    "DELETE",
+                    "COMPLETE",
+                    "Retained (deletion_policy: Retain)",
+                )
+            await self._node_done(tx, stack, traversal, node, fx)
+        else:
+            await self._issue(
+                tx, stack, traversal, node, row, JobAction.DELETE, row.properties or {}, row.requires, fx
+            )
+
+    async def _issue(
+        self,
+        tx: Tx,
+        stack: StackRow,
+        traversal: TraversalId,
+        node: Node,
+        row: ResourceRow,
+        action: JobAction,
+        properties: Mapping[str, Any],
+        requires: frozenset[ResourceId],
+        fx: Effects,
+    ) -> None:
+        """Record the job on the row (compare-and-swap) and queue it, in one transaction."""
+        job_id = uuid.uuid4().hex
+        seconds = stack.timeout_mins * 60.0 if stack.timeout_mins else DEFAULT_JOB_SECONDS
+        job = ResourceJob(
+            job_id=job_id,
+            stack_id=str(stack.stack_id),
+            stack_name=stack.name,
+            project_id=stack.project_id,
+            traversal_id=str(traversal),
+            resource_id=row.resource_id,
+            resource_name=row.name,
+            resource_type=row.type,
+            action=action,
+            physical_id=row.physical_id,
+            properties=dict(properties),
+            previous_properties=dict(row.properties or {}) or None,
+            deadline=time.time() + seconds,
+        )
+        heat_action = Action(action.value.upper())
+        await self._update(
+            tx,
+            row,
+            action=heat_action,
+            status=Status.IN_PROGRESS,
+            status_reason="",
+            current_job=job_id,
+            job_node=node,
+            job_properties=dict(properties),
+            job_requires=requires,
+            traversal_id=traversal,
+        )
+        fx.event(
+            stack.stack_id, row.name, row.physical_id, row.type, heat_action, "IN_PROGRESS", "state changed"
+        )
+        fx.emit(JOBS_QUEUE, job)
+
+    # -- results --------------------------------------------------------------
+
+    async def _result(self, tx: Tx, res: JobResult, fx: Effects) -> None:
+        row = await tx.resource(res.resource_id)
+        if row is None or row.current_job != res.job_id:
+            log.info("stale_result", outcome=res.outcome.value)
+            return
+        stack = await tx.stack(row.stack_id)
+        assert row.job_node is not None
+        assert row.traversal_id is not None
+        node, traversal = Node(row.job_node), row.traversal_id
+        current = stack is not None and stack.current_traversal == traversal
+        heat_action = Action(res.action.value.upper())
+        done_job: dict[str, Any] = {
+            "current_job": None,
+            "job_node": None,
+            "job_properties": None,
+            "job_requires": None,
+            "waiting_traversal": None,
+            "waiting_node": None,
+        }
+        if res.outcome is JobOutcome.IN_PROGRESS:
+            # Asynchronous action: record what is known; the observer reports the end.
+            await self._update(tx, row, physical_id=res.physical_id or row.physical_id)
+            return
+        if res.outcome is JobOutcome.REPLACE and stack is not None and current:
+            await self._update(tx, row, action=Action.UPDATE, status=Status.COMPLETE, **done_job)
+            fresh = await tx.resource(row.resource_id)
+            assert fresh is not None
+            assert stack.current_template_id is not None
+            await self._replace(
+                tx,
+                stack,
+                traversal,
+                node,
+                fresh,
+                row.type,
+                row.job_properties or {},
+                row.job_requires or frozenset(),
+                {"deletion_policy": row.deletion_policy},
+                fx,
+                why=res.reason,
+            )
+            return
+        if res.outcome in (JobOutcome.FAILED, JobOutcome.REPLACE):
+            reason = failure_reason(heat_action, res.reason or "replacement needed")
+            await self._update(
+                tx,
+                row,
+                status=Status.FAILED,
+                status_reason=reason,
+                physical_id=res.physical_id or row.physical_id,
+                **done_job,
+            )
+            fx.event(
+                row.stack_id,
+                row.name,
+                res.physical_id or row.physical_id,
+                row.type,
+                heat_action,
+                "FAILED",
+                reason,
+            )
+            if stack is not None and current:
+                await self._fail_stack(tx, stack, traversal, reason, fx)
+            else:
+                await self._wake_waiting(row, fx)
+            return
+        if res.action is JobAction.DELETE:
+            await tx.delete_resource(row.resource_id)
+        else:
+            await self._update(
+                tx,
+                row,
+                status=Status.COMPLETE,
+                status_reason="state changed",
+                physical_id=res.physical_id,
+                attributes=res.attributes,
+                properties=row.job_properties,
+                requires=row.job_requires or frozenset(),
+                **done_job,
+            )
+        fx.event(row.stack_id, row.name, res.physical_id, row.type, heat_action, "COMPLETE", "state changed")
+        if stack is not None and current:
+            await self._node_done(tx, stack, traversal, node, fx)
+        else:
+            await self._wake_waiting(row, fx)
+
+    async def _wake_waiting(self, row: ResourceRow, fx: Effects) -> None:
+        if row.waiting_traversal is not None and row.waiting_node is not None:
+            fx.check(row.stack_id, row.waiting_traversal, row.waiting_node, row.resource_id)
+
+    # -- propagation and stack outcome ----------------------------------------
+
+    async def _node_done(
+        self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, fx: Effects
+    ) -> None:
+        finished = await tx.finish_node(traversal, node)
+        if finished is None:
+            return
+        for dependent in finished.direct:
+            fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
+        for dependent in finished.synced:
+            if await tx.satisfy(traversal, dependent, node):
+                fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
+        if finished.remaining == 0:
+            action = stack.action
+            deleted = action is Action.DELETE
+            reason = f"Stack {action.value} completed successfully"
+            if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
+                fx.stack_event(stack, action.value, "COMPLETE", reason)
+                log.info("stack_complete", action=action.value)
+
+    async def _fail(
+        self,
+        tx: Tx,
+        stack: StackRow,
+        traversal: TraversalId,
+        row: ResourceRow,
+        action: Action,
+        detail: str,
+        fx: Effects,
+    ) -> None:
+        reason = failure_reason(action, detail)
+        await self._update(tx, row, action=action, status=Status.FAILED, status_reason=reason)
+        fx.event(stack.stack_id, row.name, row.physical_id, row.type, action.value, "FAILED", reason)
+        await self._fail_stack(tx, stack, traversal, reason, fx)
+
+    async def _fail_stack(
+        self, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
+    ) -> None:
+        if await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
+            fx.stack_event(stack, stack.action.value, "FAILED", reason)
+            log.info("stack_failed", action=stack.action.value, reason=reason)
+
+    async def _update(self, tx: Tx, row: ResourceRow, **changes: Any) -> None:
+        if not await tx.update_resource(row, **changes):
+            raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")

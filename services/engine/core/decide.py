@@ -1,0 +1,80 @@
+"""What checking a node does, and what a job's outcome means. Pure.
+
+Forward node of a resource: compare the goal (resolved properties, type)
+with the row (last applied properties, status) and decide create, update in
+place, replace (a new row, created first), adopt an external id, or nothing.
+Cleanup node of a row: keep it when the current goal adopted it, otherwise
+delete the real resource (or just forget the row when there is nothing real
+behind it or its deletion policy retains it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from services.engine.core.model import Action, ResourceRow, Status, TemplateId
+from services.engine.template import diff_properties
+from shared.plugins import Properties
+
+
+class Forward(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    ADOPT = "adopt"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class ForwardDecision:
+    kind: Forward
+    why: str = ""
+
+
+def decide_forward(
+    row: ResourceRow,
+    *,
+    type_name: str,
+    schema: type[Properties],
+    properties: Mapping[str, Any],
+    external_id: str | None,
+) -> ForwardDecision:
+    if not row.exists:
+        if external_id is not None:
+            return ForwardDecision(Forward.ADOPT, f"adopting external id {external_id}")
+        return ForwardDecision(Forward.CREATE)
+    if row.type != type_name:
+        return ForwardDecision(Forward.REPLACE, f"type changed from {row.type} to {type_name}")
+    if row.status is Status.FAILED and row.action in (Action.CREATE, Action.INIT):
+        return ForwardDecision(Forward.REPLACE, "the resource failed to create")
+    diff = diff_properties(schema, row.properties or {}, properties)
+    if diff.replace:
+        changed = ", ".join(sorted(diff.changed))
+        return ForwardDecision(Forward.REPLACE, f"a change of {changed} forces replacement")
+    if diff.unchanged and row.status is Status.COMPLETE:
+        return ForwardDecision(Forward.NOTHING)
+    return ForwardDecision(Forward.UPDATE)
+
+
+class Cleanup(StrEnum):
+    KEEP = "keep"  # the current goal adopted this row
+    DELETE = "delete"  # delete the real resource, then the row
+    FORGET = "forget"  # drop the row only (nothing real, or Retain)
+
+
+def decide_cleanup(row: ResourceRow, *, current_template_id: TemplateId | None) -> Cleanup:
+    if row.template_id == current_template_id and row.replaced_by is None:
+        return Cleanup.KEEP
+    if not row.exists or row.deletion_policy == "Retain":
+        return Cleanup.FORGET
+    return Cleanup.DELETE
+
+
+def failure_reason(action: Action | str, detail: str) -> str:
+    """Heat-style reason a person can act on."""
+    detail = detail.strip()
+    prefix = f"Resource {str(action).upper()} failed"
+    return detail if detail.startswith(prefix) else f"{prefix}: {detail}"

@@ -1,0 +1,59 @@
+"""The graph of one traversal, computed once when an operation starts.
+
+Nodes: a forward (update) node for the current row of every resource in the
+new template, and a cleanup node for every existing row. Edges:
+- forward: a resource's node requires the forward nodes of what the
+  template says it requires;
+- cleanup, reversed: a row's cleanup waits for the cleanup of every row that
+  (by the dependencies *stored on the rows*) required it, so dependents are
+  deleted first whatever the new template says;
+- a row replaced by another is cleaned up after its replacement's cleanup
+  node, i.e. after the dependents moved to the replacement;
+- a row that is in the new template is cleaned up after its forward node.
+Leaves (nodes requiring nothing) are triggered first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, cleanup, forward
+
+
+def traversal_graph(
+    *,
+    template_requires: Mapping[str, frozenset[str]],
+    current_rows: Mapping[str, ResourceId],
+    existing: Iterable[ResourceRow],
+) -> dict[Node, GraphNode]:
+    """Nodes keyed by id. `current_rows` maps every template resource to its row."""
+    requires: dict[Node, set[Node]] = defaultdict(set)
+    nodes: set[Node] = set()
+    for name, names_needed in template_requires.items():
+        node = forward(current_rows[name])
+        nodes.add(node)
+        requires[node].update(forward(current_rows[n]) for n in names_needed)
+    rows = {row.resource_id: row for row in existing}
+    for row in rows.values():
+        mine = cleanup(row.resource_id)
+        nodes.add(mine)
+        for required_id in row.requires:
+            if required_id in rows:
+                requires[cleanup(required_id)].add(mine)
+        if row.replaces is not None and row.replaces in rows:
+            requires[cleanup(row.replaces)].add(mine)
+        if forward(row.resource_id) in nodes:
+            requires[mine].add(forward(row.resource_id))
+    dependents: dict[Node, set[Node]] = defaultdict(set)
+    for node, prerequisites in requires.items():
+        for prerequisite in prerequisites:
+            dependents[prerequisite].add(node)
+    return {
+        node: GraphNode(node, frozenset(requires.get(node, ())), frozenset(dependents.get(node, ())))
+        for node in nodes
+    }
+
+
+def leaves(graph: Mapping[Node, GraphNode]) -> list[Node]:
+    return sorted(node for node, g in graph.items() if not g.requires)

@@ -1,0 +1,103 @@
+"""Records the convergence decisions work on, and Heat's state names."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NewType
+
+StackId = NewType("StackId", uuid.UUID)
+TraversalId = NewType("TraversalId", uuid.UUID)
+TemplateId = NewType("TemplateId", uuid.UUID)
+ResourceId = NewType("ResourceId", int)
+Node = NewType("Node", int)  # resource_id * 2 + 1 forward, * 2 cleanup
+
+
+class Action(StrEnum):
+    INIT = "INIT"
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    ROLLBACK = "ROLLBACK"
+    CHECK = "CHECK"
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
+    ADOPT = "ADOPT"
+
+
+class Status(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+
+def forward(resource_id: int) -> Node:
+    return Node(resource_id * 2 + 1)
+
+
+def cleanup(resource_id: int) -> Node:
+    return Node(resource_id * 2)
+
+
+def resource_of(node: int) -> ResourceId:
+    return ResourceId(node // 2)
+
+
+def is_forward(node: int) -> bool:
+    return node % 2 == 1
+
+
+@dataclass(frozen=True)
+class StackRow:
+    stack_id: StackId
+    project_id: str
+    name: str
+    action: Action
+    status: Status
+    status_reason: str
+    current_traversal: TraversalId | None
+    current_template_id: TemplateId | None
+    previous_template_id: TemplateId | None
+    disable_rollback: bool = False
+    timeout_mins: int | None = None
+
+
+@dataclass(frozen=True)
+class ResourceRow:
+    resource_id: ResourceId
+    stack_id: StackId
+    name: str
+    type: str
+    physical_id: str | None
+    action: Action
+    status: Status
+    status_reason: str = ""
+    properties: Mapping[str, Any] | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    requires: frozenset[ResourceId] = frozenset()
+    replaces: ResourceId | None = None
+    replaced_by: ResourceId | None = None
+    template_id: TemplateId | None = None
+    deletion_policy: str = "Delete"
+    current_job: str | None = None
+    job_node: Node | None = None
+    job_properties: Mapping[str, Any] | None = None
+    job_requires: frozenset[ResourceId] | None = None
+    traversal_id: TraversalId | None = None
+    version: int = 0
+    waiting_traversal: TraversalId | None = None
+    waiting_node: Node | None = None
+
+    @property
+    def exists(self) -> bool:
+        """Whether a real resource may stand behind this row."""
+        return self.physical_id is not None
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    node: Node
+    requires: frozenset[Node]
+    dependents: frozenset[Node]

@@ -1,0 +1,69 @@
+"""Parsed stack definitions, cached per template id (templates never change).
+
+Checking a resource needs its stack's `StackDefinition`; parsing it is
+O(stack size), so each engine parses a template once and keeps it (LRU).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from services.engine.core.model import StackRow, TemplateId
+from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.template import (
+    DEFAULT_LIMITS,
+    StackDefinition,
+    StackIdentity,
+    TemplateLimits,
+    load_stack,
+)
+from shared.errors import PermanentError
+from shared.plugins import ResourceType
+
+
+def identity_of(stack: StackRow) -> StackIdentity:
+    return StackIdentity(stack_name=stack.name, stack_id=str(stack.stack_id), project_id=stack.project_id)
+
+
+def build_definition(
+    record: TemplateRecord,
+    stack: StackRow,
+    *,
+    types: Mapping[str, type[ResourceType]],
+    limits: TemplateLimits = DEFAULT_LIMITS,
+) -> StackDefinition:
+    return load_stack(
+        dict(record.template),
+        environment=dict(record.environment),
+        parameters=dict(record.parameters),
+        files=dict(record.files),
+        types=types,
+        identity=identity_of(stack),
+        limits=limits,
+    )
+
+
+class DefinitionCache:
+    def __init__(self, *, types: Mapping[str, type[ResourceType]], size: int = 64) -> None:
+        self._types = types
+        self._size = size
+        self._cache: OrderedDict[TemplateId, StackDefinition] = OrderedDict()
+
+    def put(self, template_id: TemplateId, definition: StackDefinition) -> None:
+        self._cache[template_id] = definition
+        self._cache.move_to_end(template_id)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+
+    async def get(self, tx: Tx, stack: StackRow, template_id: TemplateId) -> StackDefinition:
+        cached = self._cache.get(template_id)
+        if cached is not None:
+            self._cache.move_to_end(template_id)
+            return cached
+        record = await tx.template(template_id)
+        if record is None:
+            raise PermanentError(f"template {template_id} of stack {stack.stack_id} is missing")
+        definition = build_definition(record, stack, types=self._types)
+        self.put(template_id, definition)
+        return definition

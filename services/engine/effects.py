@@ -1,0 +1,55 @@
+"""Effects a decision produces, collected and committed in one transaction.
+
+Handlers append events and outgoing messages to an `Effects` while they
+decide; `commit` writes the events and the outbox rows inside the same
+transaction as the state change, and returns what the caller publishes
+once the transaction is committed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.engine.core.model import Node, ResourceId, StackId, StackRow, TraversalId
+from services.engine.messages import CheckResource
+from services.engine.store.tx import EventRecord, Tx
+from shared.messages import Message
+from shared.protocol import ENGINE_QUEUE
+
+STACK_TYPE = "OS::Heat::Stack"
+
+
+@dataclass
+class Effects:
+    messages: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+
+    def emit(self, queue: str, message: Message) -> None:
+        self.messages.append((queue, json.loads(message.encode())))
+
+    def check(self, stack_id: StackId, traversal: TraversalId, node: Node, resource_id: ResourceId) -> None:
+        self.emit(
+            ENGINE_QUEUE,
+            CheckResource(stack_id=stack_id, traversal_id=traversal, node=node, resource_id=resource_id),
+        )
+
+    def event(
+        self,
+        stack_id: StackId,
+        name: str,
+        physical_id: str | None,
+        type_name: str,
+        action: str,
+        status: str,
+        reason: str = "",
+    ) -> None:
+        self.events.append(EventRecord(stack_id, name, physical_id, type_name, action, status, reason))
+
+    def stack_event(self, stack: StackRow, action: str, status: str, reason: str) -> None:
+        self.event(stack.stack_id, stack.name, str(stack.stack_id), STACK_TYPE, action, status, reason)
+
+    async def commit(self, tx: Tx) -> list[int]:
+        await tx.add_events(self.events)
+        return await tx.add_outbox(self.messages)

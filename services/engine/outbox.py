@@ -1,0 +1,77 @@
+"""The transactional outbox: messages leave only after their cause committed.
+
+Every message the engine emits is first written to `outbox` in the same
+transaction as the state change that caused it. After commit the engine
+publishes them at once and deletes the rows (the fast path). If it dies in
+between, any engine's relay (`relay_forever`) publishes rows older than
+`stale_after` seconds. A message may thus be published twice, never lost;
+receivers are idempotent (inbox, job ids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+import structlog
+
+from shared.bus import Bus
+from shared.errors import BusError, StoreUnavailable
+
+log = structlog.get_logger(__name__)
+
+
+class Outbox:
+    def __init__(self, *, pool: asyncpg.Pool, bus: Bus, stale_after: float = 5.0) -> None:
+        self._pool = pool
+        self._bus = bus
+        self._stale_after = stale_after
+
+    async def publish(self, ids: Sequence[int], messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Fast path, right after commit. Failures are left to the relay."""
+        if not ids:
+            return
+        try:
+            await self._send(messages)
+            await self._pool.execute("DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", list(ids))
+        except (BusError, StoreUnavailable, OSError, asyncpg.PostgresError) as exc:
+            log.warning("outbox_fast_path_failed", error=str(exc), count=len(ids))
+
+    async def _send(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        by_queue: dict[str, list[bytes]] = {}
+        for queue, body in messages:
+            by_queue.setdefault(queue, []).append(json.dumps(body, separators=(",", ":")).encode())
+        await asyncio.gather(
+            *(self._bus.publish_raw(queue, body) for queue, bodies in by_queue.items() for body in bodies)
+        )
+
+    async def relay_once(self, *, limit: int = 500) -> int:
+        """Publish stale rows (their engine died or its fast path failed)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                """SELECT outbox_id, queue, body FROM outbox
+                   WHERE created_at < now() - make_interval(secs => $1)
+                   ORDER BY outbox_id LIMIT $2 FOR UPDATE SKIP LOCKED""",
+                self._stale_after,
+                limit,
+            )
+            if not rows:
+                return 0
+            await self._send([(r["queue"], r["body"]) for r in rows])
+            await conn.execute(
+                "DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", [r["outbox_id"] for r in rows]
+            )
+        log.info("outbox_relayed", count=len(rows))
+        return len(rows)
+
+    async def relay_forever(self, *, every: float = 1.0) -> None:
+        while True:
+            try:
+                while await self.relay_once() > 0:
+                    pass
+            except (BusError, StoreUnavailable, OSError, asyncpg.PostgresError) as exc:
+                log.warning("outbox_relay_failed", error=str(exc))
+            await asyncio.sleep(every)

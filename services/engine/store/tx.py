@@ -1,0 +1,411 @@
+"""Statements of the convergence engine, run inside one transaction (`Tx`).
+
+The async shell opens a `Tx` per message (or operation), runs the reads and
+writes a decision needs, and commits them together with the inbox record
+and the outbox messages, so an effect and the messages it causes are never
+separated. Rows come back as the frozen records of `core.model`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from services.engine.core.model import (
+    Action,
+    GraphNode,
+    Node,
+    ResourceId,
+    ResourceRow,
+    StackId,
+    StackRow,
+    Status,
+    TemplateId,
+    TraversalId,
+)
+
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+_RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
+    properties, attributes, requires, replaces, replaced_by, template_id, deletion_policy,
+    current_job, job_node, job_properties, job_requires, traversal_id, version,
+    waiting_traversal, waiting_node"""
+
+_STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
+    current_template_id, previous_template_id, disable_rollback, timeout_mins"""
+
+
+def _stack(r: asyncpg.Record) -> StackRow:
+    return StackRow(
+        stack_id=r["stack_id"],
+        project_id=r["project_id"],
+        name=r["name"],
+        action=Action(r["action"]),
+        status=Status(r["status"]),
+        status_reason=r["status_reason"],
+        current_traversal=r["current_traversal"],
+        current_template_id=r["current_template_id"],
+        previous_template_id=r["previous_template_id"],
+        disable_rollback=r["disable_rollback"],
+        timeout_mins=r["timeout_mins"],
+    )
+
+
+def _resource(r: asyncpg.Record) -> ResourceRow:
+    return ResourceRow(
+        resource_id=r["resource_id"],
+        stack_id=r["stack_id"],
+        name=r["name"],
+        type=r["type"],
+        physical_id=r["physical_id"],
+        action=Action(r["action"]),
+        status=Status(r["status"]),
+        status_reason=r["status_reason"],
+        properties=r["properties"],
+        attributes=r["attributes"] or {},
+        requires=frozenset(r["requires"] or ()),
+        replaces=r["replaces"],
+        replaced_by=r["replaced_by"],
+        template_id=r["template_id"],
+        deletion_policy=r["deletion_policy"],
+        current_job=r["current_job"],
+        job_node=r["job_node"],
+        job_properties=r["job_properties"],
+        job_requires=frozenset(r["job_requires"]) if r["job_requires"] is not None else None,
+        traversal_id=r["traversal_id"],
+        version=r["version"],
+        waiting_traversal=r["waiting_traversal"],
+        waiting_node=r["waiting_node"],
+    )
+
+
+@dataclass(frozen=True)
+class NodeState:
+    requires_count: int
+    done: bool
+
+
+@dataclass(frozen=True)
+class FinishedNode:
+    remaining: int  # nodes of the traversal not yet done
+    direct: tuple[Node, ...]  # dependents to trigger now
+    synced: tuple[Node, ...]  # dependents that are sync points
+
+
+@dataclass(frozen=True)
+class TemplateRecord:
+    template_id: TemplateId
+    template: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    files: Mapping[str, str]
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    stack_id: StackId
+    resource_name: str
+    physical_resource_id: str | None
+    resource_type: str
+    action: str
+    status: str
+    reason: str
+
+
+class Tx:
+    def __init__(self, conn: Conn) -> None:
+        self._c = conn
+
+    # -- inbox / outbox -----------------------------------------------------
+
+    async def claim_message(self, message_id: str) -> bool:
+        """Record that this message's effects are being committed; False if done before."""
+        row = await self._c.fetchval(
+            "INSERT INTO inbox (message_id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1", message_id
+        )
+        return row is not None
+
+    async def add_outbox(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+        if not messages:
+            return []
+        rows = await self._c.fetch(
+            """INSERT INTO outbox (queue, body)
+               SELECT * FROM unnest($1::text[], $2::jsonb[]) RETURNING outbox_id""",
+            [q for q, _ in messages],
+            [dict(body) for _, body in messages],
+        )
+        return [r["outbox_id"] for r in rows]
+
+    # -- templates and stacks -------------------------------------------------
+
+    async def insert_template(self, stack_id: StackId, record: TemplateRecord) -> None:
+        await self._c.execute(
+            """INSERT INTO templates (template_id, stack_id, template, environment, files, parameters)
+               VALUES ($1, $2, $3, $4, $5, $6)""",
+            record.template_id,
+            stack_id,
+            dict(record.template),
+            dict(record.environment),
+            dict(record.files),
+            dict(record.parameters),
+        )
+
+    async def template(self, template_id: TemplateId) -> TemplateRecord | None:
+        r = await self._c.fetchrow(
+            """SELECT template_id, template, environment, files, parameters
+               FROM templates WHERE template_id = $1""",
+            template_id,
+        )
+        if r is None:
+            return None
+        return TemplateRecord(r["template_id"], r["template"], r["environment"], r["files"], r["parameters"])
+
+    async def insert_stack(
+        self,
+        stack_id: StackId,
+        *,
+        project_id: str,
+        name: str,
+        disable_rollback: bool,
+        timeout_mins: int | None,
+        tags: Sequence[str],
+    ) -> bool:
+        """Create the stack row (INIT); False when the name is taken in the project."""
+        r = await self._c.fetchval(
+            """INSERT INTO stacks (stack_id, project_id, name, action, status, disable_rollback,
+                                   timeout_mins, tags)
+               VALUES ($1, $2, $3, 'INIT', 'COMPLETE', $4, $5, $6)
+               ON CONFLICT DO NOTHING RETURNING 1""",
+            stack_id,
+            project_id,
+            name,
+            disable_rollback,
+            timeout_mins,
+            list(tags),
+        )
+        return r is not None
+
+    async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
+        sql = f"SELECT {_STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"
+        r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), stack_id)
+        return _stack(r) if r is not None else None
+
+    async def stack_by_name(self, project_id: str, name: str) -> StackRow | None:
+        r = await self._c.fetchrow(
+            f"SELECT {_STACK_COLUMNS} FROM stacks WHERE project_id = $1 AND name = $2 AND deleted_at IS NULL",
+            project_id,
+            name,
+        )
+        return _stack(r) if r is not None else None
+
+    async def begin_operation(
+        self,
+        stack_id: StackId,
+        *,
+        traversal: TraversalId,
+        template_id: TemplateId,
+        previous_template_id: TemplateId | None,
+        action: Action,
+        reason: str,
+    ) -> None:
+        await self._c.execute(
+            """UPDATE stacks SET current_traversal = $2, current_template_id = $3,
+                   previous_template_id = $4, action = $5, status = 'IN_PROGRESS',
+                   status_reason = $6, updated_at = now()
+               WHERE stack_id = $1""",
+            stack_id,
+            traversal,
+            template_id,
+            previous_template_id,
+            action.value,
+            reason,
+        )
+
+    async def set_stack_status(
+        self, stack_id: StackId, traversal: TraversalId, status: Status, reason: str, *, deleted: bool = False
+    ) -> bool:
+        """Set the outcome of traversal `traversal`; False if a newer one took over."""
+        r = await self._c.fetchval(
+            """UPDATE stacks SET status = $3, status_reason = $4, updated_at = now(),
+                   deleted_at = CASE WHEN $5 THEN now() ELSE deleted_at END
+               WHERE stack_id = $1 AND current_traversal = $2 RETURNING 1""",
+            stack_id,
+            traversal,
+            status.value,
+            reason,
+            deleted,
+        )
+        return r is not None
+
+    # -- resources ------------------------------------------------------------
+
+    async def resources(self, stack_id: StackId) -> list[ResourceRow]:
+        rows = await self._c.fetch(
+            f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY resource_id", stack_id
+        )
+        return [_resource(r) for r in rows]
+
+    async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
+        sql = f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = $1"
+        r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
+        return _resource(r) if r is not None else None
+
+    async def current_resources(self, stack_id: StackId, names: Iterable[str]) -> dict[str, ResourceRow]:
+        """The current row (not replaced) of each named resource."""
+        rows = await self._c.fetch(
+            f"""SELECT {_RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
+            stack_id,
+            list(names),
+        )
+        return {r["name"]: _resource(r) for r in rows}
+
+    async def insert_resources(
+        self,
+        stack_id: StackId,
+        entries: Sequence[tuple[str, str, TemplateId, str]],
+        *,
+        replaces: ResourceId | None = None,
+    ) -> list[ResourceId]:
+        """New INIT rows: (name, type, template_id, deletion_policy) each; ids in order."""
+        if not entries:
+            return []
+        rows = await self._c.fetch(
+            """INSERT INTO resources (stack_id, name, type, template_id, deletion_policy, replaces)
+               SELECT $1, n, t, tid, dp, $6
+               FROM unnest($2::text[], $3::text[], $4::uuid[], $5::text[]) WITH ORDINALITY
+                    AS e(n, t, tid, dp, i)
+               ORDER BY i RETURNING resource_id""",
+            stack_id,
+            [e[0] for e in entries],
+            [e[1] for e in entries],
+            [e[2] for e in entries],
+            [e[3] for e in entries],
+            replaces,
+        )
+        return [r["resource_id"] for r in rows]
+
+    async def update_resource(self, row: ResourceRow, **changes: Any) -> bool:
+        """Compare-and-swap on `version`: False if someone changed the row since it was read."""
+        columns = list(changes)
+        assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+        r = await self._c.fetchval(
+            f"""UPDATE resources SET {assignments}, version = version + 1, updated_at = now()
+                WHERE resource_id = $1 AND version = $2 RETURNING 1""",
+            row.resource_id,
+            row.version,
+            *[_db_value(changes[c]) for c in columns],
+        )
+        return r is not None
+
+    async def delete_resource(self, resource_id: ResourceId) -> None:
+        await self._c.execute("DELETE FROM resources WHERE resource_id = $1", resource_id)
+
+    # -- traversal graph ------------------------------------------------------
+
+    async def start_traversal(
+        self, stack_id: StackId, traversal: TraversalId, graph: Mapping[Node, GraphNode]
+    ) -> None:
+        """Replace the stack's stored graph with `graph` for `traversal`."""
+        await self._c.execute("DELETE FROM traversals WHERE stack_id = $1", stack_id)
+        await self._c.execute(
+            "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, $3)",
+            traversal,
+            stack_id,
+            len(graph),
+        )
+
+        def split(n: GraphNode) -> tuple[list[Node], list[Node]]:
+            direct = sorted(d for d in n.dependents if len(graph[d].requires) == 1)
+            return direct, sorted(d for d in n.dependents if len(graph[d].requires) > 1)
+
+        await self._c.copy_records_to_table(
+            "traversal_nodes",
+            columns=["traversal_id", "node", "requires_count", "direct", "synced"],
+            records=[(traversal, n.node, len(n.requires), *split(n)) for n in graph.values()],
+        )
+
+    async def node(self, traversal: TraversalId, node: Node) -> NodeState | None:
+        r = await self._c.fetchrow(
+            "SELECT requires_count, done FROM traversal_nodes WHERE traversal_id = $1 AND node = $2",
+            traversal,
+            node,
+        )
+        return NodeState(r["requires_count"], r["done"]) if r is not None else None
+
+    async def satisfy(self, traversal: TraversalId, node: Node, by: Node) -> bool:
+        """Record that `by` is done for sync point `node`; True if that made it ready.
+
+        The row lock makes this atomic: of two engines reporting the last two
+        predecessors at once, exactly one sees the node become ready.
+        """
+        r = await self._c.fetchval(
+            """UPDATE traversal_nodes SET satisfied = array_append(satisfied, $3)
+               WHERE traversal_id = $1 AND node = $2 AND NOT ($3 = ANY(satisfied))
+               RETURNING cardinality(satisfied) = requires_count""",
+            traversal,
+            node,
+            by,
+        )
+        return bool(r)
+
+    async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
+        """Mark `node` done; None if it was done already (a duplicate report)."""
+        r = await self._c.fetchrow(
+            """UPDATE traversal_nodes SET done = true
+               WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced""",
+            traversal,
+            node,
+        )
+        if r is None:
+            return None
+        remaining: int = await self._c.fetchval(
+            "UPDATE traversals SET remaining = remaining - 1 WHERE traversal_id = $1 RETURNING remaining",
+            traversal,
+        )
+        return FinishedNode(remaining, tuple(r["direct"]), tuple(r["synced"]))
+
+    async def unfinished_nodes(self, traversal: TraversalId, *, limit: int = 20) -> list[Node]:
+        rows = await self._c.fetch(
+            "SELECT node FROM traversal_nodes WHERE traversal_id = $1 AND NOT done ORDER BY node LIMIT $2",
+            traversal,
+            limit,
+        )
+        return [r["node"] for r in rows]
+
+    # -- events ---------------------------------------------------------------
+
+    async def add_events(self, events: Sequence[EventRecord]) -> None:
+        if not events:
+            return
+        await self._c.executemany(
+            """INSERT INTO events (event_id, stack_id, resource_name, physical_resource_id,
+                                   resource_type, action, status, reason)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
+            [
+                (
+                    uuid.uuid4(),
+                    e.stack_id,
+                    e.resource_name,
+                    e.physical_resource_id,
+                    e.resource_type,
+                    e.action,
+                    e.status,
+                    e.reason,
+                )
+                for e in events
+            ],
+        )
+
+
+def _db_value(value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, Action | Status):
+        return value.value
+    return value

@@ -1,0 +1,101 @@
+"""A pretend cloud for convergence scenarios, and the resource type that drives it.
+
+`World` records which real resources exist and with what properties: the
+ground truth scenarios compare with the template. `thing_type(world)` makes
+a resource type `Test::Thing` bound to one world:
+- `value` (string): updated in place; `size` (integer): forces replacement;
+- `ref` (any): lets templates pass get_resource/get_attr results along;
+- `fail` (boolean): the action fails permanently.
+Creation is idempotent on the job's idempotency key, as real APIs are.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from shared.errors import PermanentError
+from shared.plugins import ActionContext, ActionResult, Properties, ResourceType, UpdateRule, prop
+
+
+@dataclass
+class Real:
+    physical_id: str
+    name: str
+    properties: dict[str, Any]
+
+
+@dataclass
+class World:
+    live: dict[str, Real] = field(default_factory=dict)
+    by_key: dict[str, str] = field(default_factory=dict)
+    created: int = 0
+    deleted: int = 0
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def by_name(self) -> dict[str, list[Real]]:
+        out: dict[str, list[Real]] = {}
+        for real in self.live.values():
+            out.setdefault(real.name, []).append(real)
+        return out
+
+
+class ThingProperties(Properties):
+    value: str | None = prop(None, description="Updated in place.")
+    size: int | None = prop(None, description="A change forces replacement.", update=UpdateRule.REPLACE)
+    ref: Any = prop(None, description="Any value, to pass references along.")
+    fail: bool = prop(False, description="Fail the action.")
+
+
+def _attributes(real: Real) -> dict[str, Any]:
+    return {
+        "value": real.properties.get("value"),
+        "size": real.properties.get("size"),
+        "id": real.physical_id,
+    }
+
+
+def thing_type(world: World) -> type[ResourceType]:
+    class Thing(ResourceType):
+        type_name = "Test::Thing"
+        properties = ThingProperties
+        attributes: ClassVar[Mapping[str, str]] = {
+            "value": "The value.",
+            "size": "The size.",
+            "id": "The id.",
+        }
+
+        async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+            assert isinstance(props, ThingProperties)
+            if props.fail:
+                raise PermanentError(f"{ctx.resource_name} was told to fail")
+            existing = world.by_key.get(ctx.idempotency_key)
+            if existing is not None and existing in world.live:
+                return ActionResult(existing, attributes=_attributes(world.live[existing]))
+            physical_id = f"thing-{next(world._ids)}"
+            world.by_key[ctx.idempotency_key] = physical_id
+            real = Real(physical_id, ctx.resource_name, props.model_dump(exclude_defaults=True))
+            world.live[physical_id] = real
+            world.created += 1
+            return ActionResult(physical_id, attributes=_attributes(real))
+
+        async def update(
+            self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
+        ) -> ActionResult:
+            assert isinstance(new, ThingProperties)
+            if new.fail:
+                raise PermanentError(f"{ctx.resource_name} was told to fail")
+            real = world.live.get(physical_id)
+            if real is None:
+                raise PermanentError(f"{physical_id} does not exist")
+            real.properties = new.model_dump(exclude_defaults=True)
+            return ActionResult(physical_id, attributes=_attributes(real))
+
+        async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+            if world.live.pop(physical_id, None) is not None:
+                world.deleted += 1
+            return ActionResult(physical_id)
+
+    return Thing

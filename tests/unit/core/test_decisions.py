@@ -1,0 +1,90 @@
+"""What checking a node decides: create, update in place, replace, adopt, nothing; keep or delete. Pure."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from services.engine.core.decide import Cleanup, Forward, decide_cleanup, decide_forward, failure_reason
+from services.engine.core.model import Action, ResourceId, ResourceRow, StackId, Status, TemplateId
+from shared.plugins import Properties, UpdateRule, prop
+
+
+class Props(Properties):
+    name: str | None = prop(None, description="in place")
+    image: str | None = prop(None, description="replace", update=UpdateRule.REPLACE)
+
+
+def row(
+    physical_id: str | None = "p1",
+    *,
+    status: Status = Status.COMPLETE,
+    action: Action = Action.CREATE,
+    properties: dict[str, Any] | None = None,
+    type_name: str = "T",
+    **extra: Any,
+) -> ResourceRow:
+    return ResourceRow(
+        ResourceId(1),
+        StackId(uuid.uuid4()),
+        "r",
+        type_name,
+        physical_id,
+        action,
+        status,
+        properties=properties if properties is not None else {"name": "a", "image": "x"},
+        **extra,
+    )
+
+
+def decide(
+    r: ResourceRow, props: dict[str, Any], *, type_name: str = "T", external: str | None = None
+) -> Forward:
+    return decide_forward(r, type_name=type_name, schema=Props, properties=props, external_id=external).kind
+
+
+@pytest.mark.parametrize(
+    ("current", "goal", "expected"),
+    [
+        (row(None, action=Action.INIT), {"name": "a"}, Forward.CREATE),
+        (row(), {"name": "a", "image": "x"}, Forward.NOTHING),
+        (row(), {"name": "b", "image": "x"}, Forward.UPDATE),
+        (row(), {"name": "a", "image": "y"}, Forward.REPLACE),
+        (row(status=Status.FAILED, action=Action.UPDATE), {"name": "a", "image": "x"}, Forward.UPDATE),
+        (row(status=Status.FAILED, action=Action.CREATE), {"name": "a", "image": "x"}, Forward.REPLACE),
+    ],
+)
+def test_forward_decision(current: ResourceRow, goal: dict[str, Any], expected: Forward) -> None:
+    assert decide(current, goal) is expected
+
+
+def test_a_changed_type_forces_replacement() -> None:
+    assert decide(row(), {"name": "a", "image": "x"}, type_name="Other") is Forward.REPLACE
+
+
+def test_an_external_id_is_adopted_instead_of_created() -> None:
+    assert decide(row(None), {}, external="ext-1") is Forward.ADOPT
+
+
+def test_default_values_do_not_count_as_changes() -> None:
+    assert decide(row(properties={"name": "a"}), {"name": "a", "image": None}) is Forward.NOTHING
+
+
+def test_cleanup_keeps_rows_the_current_goal_adopted_and_deletes_the_rest() -> None:
+    current = TemplateId(uuid.uuid4())
+    assert decide_cleanup(row(template_id=current), current_template_id=current) is Cleanup.KEEP
+    assert (
+        decide_cleanup(row(template_id=TemplateId(uuid.uuid4())), current_template_id=current)
+        is Cleanup.DELETE
+    )
+    replaced = row(template_id=current, replaced_by=ResourceId(9))
+    assert decide_cleanup(replaced, current_template_id=current) is Cleanup.DELETE
+    assert decide_cleanup(row(None), current_template_id=current) is Cleanup.FORGET
+    assert decide_cleanup(row(deletion_policy="Retain"), current_template_id=current) is Cleanup.FORGET
+
+
+def test_failure_reasons_read_like_heats() -> None:
+    assert failure_reason(Action.CREATE, "boom") == "Resource CREATE failed: boom"
+    assert failure_reason("update", "Resource UPDATE failed: x") == "Resource UPDATE failed: x"

@@ -1,0 +1,75 @@
+"""The traversal graph: forward edges from the template, cleanup edges from stored rows. Pure."""
+
+from __future__ import annotations
+
+import uuid
+
+from services.engine.core.graph import leaves, traversal_graph
+from services.engine.core.model import (
+    Action,
+    ResourceId,
+    ResourceRow,
+    StackId,
+    Status,
+    cleanup,
+    forward,
+)
+
+STACK = StackId(uuid.uuid4())
+
+
+def row(rid: int, name: str, *, requires: tuple[int, ...] = (), replaces: int | None = None) -> ResourceRow:
+    return ResourceRow(
+        ResourceId(rid),
+        STACK,
+        name,
+        "T",
+        f"p{rid}",
+        Action.CREATE,
+        Status.COMPLETE,
+        requires=frozenset(ResourceId(r) for r in requires),
+        replaces=ResourceId(replaces) if replaces is not None else None,
+    )
+
+
+def test_create_has_forward_nodes_in_template_order_and_no_cleanup_of_new_rows() -> None:
+    graph = traversal_graph(
+        template_requires={"a": frozenset(), "b": frozenset({"a"})},
+        current_rows={"a": ResourceId(1), "b": ResourceId(2)},
+        existing=[],
+    )
+    assert set(graph) == {forward(1), forward(2)}
+    assert graph[forward(2)].requires == {forward(1)}
+    assert leaves(graph) == [forward(1)]
+
+
+def test_cleanup_follows_stored_dependencies_reversed_not_the_new_template() -> None:
+    # Stored: y (2) required x (1). New template inverts it: x requires y.
+    existing = [row(1, "x"), row(2, "y", requires=(1,))]
+    graph = traversal_graph(
+        template_requires={"x": frozenset({"y"}), "y": frozenset()},
+        current_rows={"x": ResourceId(1), "y": ResourceId(2)},
+        existing=existing,
+    )
+    assert cleanup(2) in graph[cleanup(1)].requires, "x's row is cleaned after y's, as stored"
+    assert forward(1) in graph[cleanup(1)].requires, "a row is cleaned after its own update"
+    assert forward(2) in graph[forward(1)].requires, "forward edges follow the new template"
+
+
+def test_a_replaced_row_is_cleaned_after_its_replacement_and_removed_rows_have_only_cleanup() -> None:
+    existing = [row(1, "a"), row(3, "a", replaces=1), row(2, "gone", requires=(1,))]
+    graph = traversal_graph(
+        template_requires={"a": frozenset()}, current_rows={"a": ResourceId(3)}, existing=existing
+    )
+    assert cleanup(3) in graph[cleanup(1)].requires
+    assert cleanup(2) in graph[cleanup(1)].requires
+    assert forward(2) not in graph
+    assert set(leaves(graph)) == {forward(3), cleanup(2)}
+
+
+def test_delete_is_cleanup_only() -> None:
+    existing = [row(1, "a"), row(2, "b", requires=(1,))]
+    graph = traversal_graph(template_requires={}, current_rows={}, existing=existing)
+    assert set(graph) == {cleanup(1), cleanup(2)}
+    assert graph[cleanup(2)].dependents == {cleanup(1)}
+    assert leaves(graph) == [cleanup(2)]
