@@ -24,7 +24,16 @@ async def test_migrate_applies_every_migration_then_nothing(db: asyncpg.Connecti
     tables = {
         r["tablename"] for r in await db.fetch("SELECT tablename FROM pg_tables WHERE schemaname='public'")
     }
-    assert {"stacks", "resources", "sync_points", "events", "outbox", "inbox", "engines"} <= tables
+    assert {
+        "stacks",
+        "resources",
+        "traversals",
+        "traversal_nodes",
+        "events",
+        "outbox",
+        "inbox",
+        "engines",
+    } <= tables
 
 
 async def test_two_concurrent_migrate_runs_apply_each_migration_exactly_once(
