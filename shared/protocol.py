@@ -1,6 +1,12 @@
 """The messages services exchange about resources (queues and kinds).
 
     engine --ResourceJob--> `jobs` --> worker --JobResult--> job.reply_to (engine)
+    engine --ObserveRequest--> `observe` --> observer --JobResult--> (engine)
+
+An action that returns "in progress" (a server still building) is finished
+by an observer: it polls the plugin's `observe` until the resource settles
+and reports the job's final outcome as a `JobResult`, exactly as a worker
+would have.
 
 A job's `job_id` is its idempotency key: stable across redeliveries of the
 same job, new for every new action (a re-create after drift gets a new one).
@@ -19,6 +25,7 @@ from shared.messages import Message
 
 JOBS_QUEUE = "jobs"
 ENGINE_QUEUE = "engine"
+OBSERVE_QUEUE = "observe"
 
 
 class JobAction(StrEnum):
@@ -70,3 +77,11 @@ class JobResult(Message):
     physical_id: str | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
+
+
+class ObserveRequest(Message):
+    """Watch the resource of `job` (whose action is in progress) until it settles."""
+
+    kind = "resource.observe"
+
+    job: ResourceJob

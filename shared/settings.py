@@ -114,12 +114,18 @@ class ObserverSettings(CommonSettings):
         "",
         description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
     )
+    observer_concurrency: int = Field(
+        256, ge=1, le=100_000, description="Resources watched at once (polling is cheap)."
+    )
 
 
 class UpSettings(EngineSettings):
     """`converge up`: every service in one process, on embedded defaults."""
 
     worker_concurrency: int = Field(32, ge=1, le=10_000, description="Jobs run at once.")
+    observer_concurrency: int = Field(
+        256, ge=1, le=100_000, description="Resources watched at once (polling is cheap)."
+    )
     http_allowed_hosts: str = Field(
         "127.0.0.1,localhost",
         description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",

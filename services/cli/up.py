@@ -23,7 +23,7 @@ from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.service import EngineService
 from services.engine.store import open_database
-from services.worker.runner import RunnerDeps
+from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus import Bus
 from shared.bus.amqp import AmqpBus
@@ -32,6 +32,7 @@ from shared.health import Readiness, health_routes, start_http
 from shared.host import drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
+from shared.plugins.runtime import PluginRuntime
 from shared.settings import UpSettings
 from shared.tasks import Supervisor
 
@@ -69,18 +70,24 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             engine_subs = await start_consuming(bus, engine.consumptions())
         stack.push_async_callback(engine.stop)
         stack.push_async_callback(supervisor.stop)
+        runtime = PluginRuntime(
+            types=types,
+            http=HttpGateway(session, AllowList.parse(settings.http_allowed_hosts)),
+            api_url=api_url,
+        )
         worker = WorkerService(
+            bus=bus, deps=runtime, concurrency=settings.worker_concurrency, metrics=WorkerMetrics(registry)
+        )
+        observer = ObserverService(
             bus=bus,
-            deps=RunnerDeps(
-                types=types,
-                http=HttpGateway(session, AllowList.parse(settings.http_allowed_hosts)),
-                api_url=api_url,
-            ),
-            concurrency=settings.worker_concurrency,
-            metrics=WorkerMetrics(registry),
+            runtime=runtime,
+            concurrency=settings.observer_concurrency,
+            metrics=ObserverMetrics(registry),
         )
         with structlog.contextvars.bound_contextvars(service="worker"):
             subs = engine_subs + await start_consuming(bus, worker.consumptions())
+        with structlog.contextvars.bound_contextvars(service="observer"):
+            subs += await start_consuming(bus, observer.consumptions())
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         app = build_app(health_routes(readiness=readiness, registry=registry))

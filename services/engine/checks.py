@@ -44,12 +44,25 @@ from shared.bus import Delivery
 from shared.errors import ConflictError
 from shared.messages import Codec, Message
 from shared.plugins import ResourceType
-from shared.protocol import JOBS_QUEUE, JobAction, JobOutcome, JobResult, ResourceJob
+from shared.protocol import (
+    JOBS_QUEUE,
+    OBSERVE_QUEUE,
+    JobAction,
+    JobOutcome,
+    JobResult,
+    ObserveRequest,
+    ResourceJob,
+)
 
 log = structlog.get_logger(__name__)
 
 CODEC = Codec([CheckResource, JobResult])
 DEFAULT_JOB_SECONDS = 3600.0
+
+
+def _deadline(stack: StackRow | None) -> float:
+    minutes = stack.timeout_mins if stack is not None else None
+    return time.time() + (minutes * 60.0 if minutes else DEFAULT_JOB_SECONDS)
 
 
 def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
@@ -255,7 +268,6 @@ class Convergence:
     ) -> None:
         """Record the job on the row (compare-and-swap) and queue it, in one transaction."""
         job_id = uuid.uuid4().hex
-        seconds = stack.timeout_mins * 60.0 if stack.timeout_mins else DEFAULT_JOB_SECONDS
         job = ResourceJob(
             job_id=job_id,
             stack_id=str(stack.stack_id),
@@ -269,7 +281,7 @@ class Convergence:
             physical_id=row.physical_id,
             properties=dict(properties),
             previous_properties=dict(row.properties or {}) or None,
-            deadline=time.time() + seconds,
+            deadline=_deadline(stack),
         )
         heat_action = Action(action.value.upper())
         await self._update(
@@ -288,6 +300,26 @@ class Convergence:
             stack.stack_id, row.name, row.physical_id, row.type, heat_action, "IN_PROGRESS", "state changed"
         )
         fx.emit(JOBS_QUEUE, job)
+
+    def _job(
+        self, stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None
+    ) -> ResourceJob:
+        """The job in flight on `row`, as an observer needs it."""
+        assert row.current_job is not None
+        return ResourceJob(
+            job_id=row.current_job,
+            stack_id=str(row.stack_id),
+            stack_name=stack.name if stack else "",
+            project_id=stack.project_id if stack else "",
+            traversal_id=str(row.traversal_id),
+            resource_id=row.resource_id,
+            resource_name=row.name,
+            resource_type=row.type,
+            action=action,
+            physical_id=physical_id,
+            properties=dict(row.job_properties or {}),
+            deadline=_deadline(stack),
+        )
 
     # -- results --------------------------------------------------------------
 
@@ -311,8 +343,10 @@ class Convergence:
             "waiting_node": None,
         }
         if res.outcome is JobOutcome.IN_PROGRESS:
-            # Asynchronous action: record what is known; the observer reports the end.
-            await self._update(tx, row, physical_id=res.physical_id or row.physical_id)
+            # Asynchronous action: record what is known; an observer reports the end.
+            physical_id = res.physical_id or row.physical_id
+            await self._update(tx, row, physical_id=physical_id)
+            fx.emit(OBSERVE_QUEUE, ObserveRequest(job=self._job(stack, row, res.action, physical_id)))
             return
         if res.outcome is JobOutcome.REPLACE and stack is not None and current:
             await self._update(tx, row, action=Action.UPDATE, status=Status.COMPLETE, **done_job)

@@ -1,10 +1,9 @@
 """`converge-observer`: the observer process.
 
-Start-up: settings (exit 2 if bad) -> logging -> bus -> health server ->
-consumers -> `ready`. SIGTERM/SIGINT drains in-flight observations and
-exits 0. What it consumes grows with the observer issue (completion polling,
-provider notifications, drift); today it hosts the process frame: bus
-connection, health, metrics and drain.
+Start-up: settings (exit 2 if bad) -> logging -> resource types -> HTTP
+client (allow-listed) -> bus -> health server -> consume `observe` ->
+`ready`. SIGTERM/SIGINT stops taking requests, lets running watches finish
+within CONVERGE_DRAIN_SECONDS (the rest go to another observer) and exits 0.
 """
 
 from __future__ import annotations
@@ -12,12 +11,17 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import aiohttp
 from prometheus_client import CollectorRegistry
 
+from services.observer.service import ObserverMetrics, ObserverService
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness
 from shared.host import host_consumer_service
+from shared.http_client import AllowList, HttpGateway
 from shared.logging import configure_logging
+from shared.plugins.registry import load_types
+from shared.plugins.runtime import PluginRuntime
 from shared.service import run_service
 from shared.settings import ObserverSettings, load_settings, require_amqp
 
@@ -26,22 +30,32 @@ PROGRAM = "converge-observer"
 
 async def serve(settings: ObserverSettings, stop: asyncio.Event) -> None:
     amqp_url = require_amqp(settings, program=PROGRAM)
-    bus = await AmqpBus.connect(
-        amqp_url,
-        prefix=settings.queue_prefix,
-        max_deliveries=settings.max_deliveries,
-        connection_name=f"{settings.queue_prefix}:observer",
-    )
-    await host_consumer_service(
-        bus=bus,
-        consumptions=[],
-        stop=stop,
-        health_host=settings.health_host,
-        health_port=settings.health_port,
-        registry=CollectorRegistry(),
-        readiness=Readiness(),
-        drain_seconds=settings.drain_seconds,
-    )
+    types = load_types()
+    allow = AllowList.parse(settings.http_allowed_hosts)
+    async with aiohttp.ClientSession() as session:
+        bus = await AmqpBus.connect(
+            amqp_url,
+            prefix=settings.queue_prefix,
+            max_deliveries=settings.max_deliveries,
+            connection_name=f"{settings.queue_prefix}:observer",
+        )
+        registry = CollectorRegistry()
+        observer = ObserverService(
+            bus=bus,
+            runtime=PluginRuntime(types=types, http=HttpGateway(session, allow)),
+            concurrency=settings.observer_concurrency,
+            metrics=ObserverMetrics(registry),
+        )
+        await host_consumer_service(
+            bus=bus,
+            consumptions=observer.consumptions(),
+            stop=stop,
+            health_host=settings.health_host,
+            health_port=settings.health_port,
+            registry=registry,
+            readiness=Readiness(),
+            drain_seconds=settings.drain_seconds,
+        )
 
 
 def main() -> int:

@@ -14,7 +14,6 @@ import sys
 import aiohttp
 from prometheus_client import CollectorRegistry
 
-from services.worker.runner import RunnerDeps
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness
@@ -22,6 +21,7 @@ from shared.host import host_consumer_service
 from shared.http_client import AllowList, HttpGateway
 from shared.logging import configure_logging
 from shared.plugins.registry import load_types
+from shared.plugins.runtime import PluginRuntime
 from shared.service import run_service
 from shared.settings import WorkerSettings, load_settings, require_amqp
 
@@ -42,7 +42,7 @@ async def serve(settings: WorkerSettings, stop: asyncio.Event) -> None:
         registry = CollectorRegistry()
         worker = WorkerService(
             bus=bus,
-            deps=RunnerDeps(types=types, http=HttpGateway(session, allow)),
+            deps=PluginRuntime(types=types, http=HttpGateway(session, allow)),
             concurrency=settings.worker_concurrency,
             metrics=WorkerMetrics(registry),
         )

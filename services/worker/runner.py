@@ -13,30 +13,13 @@ duplicating a real resource.
 from __future__ import annotations
 
 import asyncio
-import random
-import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from shared.errors import PermanentError, TransientError
-from shared.plugins import ActionContext, ActionResult, Outcome, Properties, ReplacementNeeded, ResourceType
+from shared.plugins import ActionContext, ActionResult, Outcome, ReplacementNeeded, ResourceType
 from shared.plugins.retry import call_with_retry
+from shared.plugins.runtime import PluginRuntime, action_context, validate_properties
 from shared.protocol import JobAction, JobOutcome, JobResult, ResourceJob
-
-
-@dataclass(frozen=True)
-class RunnerDeps:
-    """What running a job needs from the outside, injected."""
-
-    types: Mapping[str, type[ResourceType]]
-    http: Any = None  # shared.http_client.HttpGateway
-    api_url: str = ""
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    random: Callable[[], float] = field(default=random.random)
 
 
 def _result(job: ResourceJob, outcome: JobOutcome, **fields: Any) -> JobResult:
@@ -57,18 +40,9 @@ def _failed(job: ResourceJob, reason: str) -> JobResult:
     return _result(job, JobOutcome.FAILED, physical_id=job.physical_id, reason=reason)
 
 
-def _validate(schema: type[Properties], values: Mapping[str, Any], what: str) -> Properties:
-    try:
-        return schema.model_validate(dict(values))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise PermanentError(f"{what}.{where}: {err['msg']}" if where else f"{what}: {err['msg']}") from exc
-
-
 async def _act(plugin: ResourceType, job: ResourceJob, ctx: ActionContext) -> ActionResult:
     schema = type(plugin).properties
-    props = _validate(schema, job.properties, "properties")
+    props = validate_properties(schema, job.properties, "properties")
     if job.action is JobAction.CREATE:
         return await plugin.create(ctx, props)
     if job.physical_id is None:
@@ -77,31 +51,19 @@ async def _act(plugin: ResourceType, job: ResourceJob, ctx: ActionContext) -> Ac
             return ActionResult(physical_id=None)
         raise PermanentError("cannot update a resource that has no physical id")
     if job.action is JobAction.UPDATE:
-        old = _validate(schema, job.previous_properties or {}, "previous properties")
+        old = validate_properties(schema, job.previous_properties or {}, "previous properties")
         return await plugin.update(ctx, job.physical_id, old, props)
     return await plugin.delete(ctx, job.physical_id, props)
 
 
-async def run_job(job: ResourceJob, *, deps: RunnerDeps, log: Any) -> JobResult:
+async def run_job(job: ResourceJob, *, deps: PluginRuntime, log: Any) -> JobResult:
     cls = deps.types.get(job.resource_type)
     if cls is None:
         return _failed(job, f"unknown resource type {job.resource_type!r}")
     remaining = job.deadline - deps.clock()
     if remaining <= 0:
         return _failed(job, f"Resource {job.action.upper()} timed out before it started")
-    ctx = ActionContext(
-        stack_id=job.stack_id,
-        stack_name=job.stack_name,
-        project_id=job.project_id,
-        resource_name=job.resource_name,
-        idempotency_key=job.job_id,
-        deadline=job.deadline,
-        cancelled=asyncio.Event(),
-        log=log,
-        http=deps.http,
-        api_url=deps.api_url,
-        clock=deps.clock,
-    )
+    ctx = action_context(job, deps, log)
     plugin = cls()
     try:
         async with asyncio.timeout(remaining):

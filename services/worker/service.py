@@ -12,10 +12,11 @@ import time
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from services.worker.runner import RunnerDeps, run_job
+from services.worker.runner import run_job
 from shared.bus import Bus, Delivery
 from shared.host import Consumption
 from shared.messages import Codec, Message
+from shared.plugins.runtime import PluginRuntime
 from shared.protocol import JOBS_QUEUE, ResourceJob
 
 CODEC = Codec([ResourceJob])
@@ -36,7 +37,7 @@ class WorkerMetrics:
 
 
 class WorkerService:
-    def __init__(self, *, bus: Bus, deps: RunnerDeps, concurrency: int, metrics: WorkerMetrics) -> None:
+    def __init__(self, *, bus: Bus, deps: PluginRuntime, concurrency: int, metrics: WorkerMetrics) -> None:
         self._bus = bus
         self._deps = deps
         self._concurrency = concurrency

@@ -178,3 +178,50 @@ async def test_delete_of_a_partially_created_stack_leaves_nothing(database_url: 
         await cv.delete(stack)
         assert (await cv.settled(stack))[1] == "COMPLETE"
         assert cv.world.live == {}
+
+
+async def test_asynchronous_actions_are_finished_by_an_observer(database_url: str, seed: int) -> None:
+    """TestResource waits: the worker reports 'in progress', an observer the end."""
+    waits = {"create": 0.1, "update": 0.1, "delete": 0.1}
+    template = hot(
+        {
+            "slow": {
+                "type": "OS::Heat::TestResource",
+                "properties": {"value": "s", "action_wait_secs": waits},
+            },
+            "after": thing(value={"get_attr": ["slow", "output"]}),
+        }
+    )
+    async with converge(database_url, seed=seed) as cv:
+        stack = await cv.create("s", template)
+        assert await cv.settled(stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
+        assert_world_matches(cv.world, {"after": {"value": "s"}})
+        template["resources"]["slow"]["properties"]["value"] = "t"
+        await cv.update(stack, template)
+        assert (await cv.settled(stack))[1] == "COMPLETE"
+        assert_world_matches(cv.world, {"after": {"value": "t"}})
+        await cv.delete(stack)
+        assert (await cv.settled(stack))[1] == "COMPLETE"
+        assert await cv.rows(stack) == []
+
+
+async def test_retained_resources_stay_and_external_ids_are_adopted(database_url: str, seed: int) -> None:
+    async with converge(database_url, seed=seed) as cv:
+        stack = await cv.create("s", hot({"keep": {**thing(value="k"), "deletion_policy": "Retain"}}))
+        await cv.settled(stack)
+        kept = cv.world.by_name()["keep"][0].physical_id
+        other = await cv.create(
+            "t",
+            hot(
+                {
+                    "adopted": {**thing(value="k"), "external_id": kept},
+                    "user": thing(ref={"get_resource": "adopted"}),
+                }
+            ),
+        )
+        assert (await cv.settled(other))[1] == "COMPLETE"
+        await cv.delete(stack)
+        assert (await cv.settled(stack))[1] == "COMPLETE"
+        assert kept in cv.world.live, "Retain keeps the real resource when its stack is deleted"
+        assert cv.world.by_name()["user"][0].properties["ref"] == kept
+        assert cv.world.created == 2

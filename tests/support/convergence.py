@@ -23,11 +23,13 @@ from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
-from services.worker.runner import RunnerDeps
+from services.observer.completion import PollPolicy
+from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.memory import Chaos, MemoryBus
 from shared.host import start_consuming
 from shared.plugins.registry import load_types
+from shared.plugins.runtime import PluginRuntime
 from shared.tasks import Supervisor
 from tests.support.world import World, thing_type
 
@@ -88,9 +90,17 @@ async def converge(database_url: str, *, seed: int, duplicate_rate: float = 0.2)
     engine = EngineService(pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor)
     await engine.start()
     worker = WorkerService(
-        bus=bus, deps=RunnerDeps(types=types), concurrency=8, metrics=WorkerMetrics(CollectorRegistry())
+        bus=bus, deps=PluginRuntime(types=types), concurrency=8, metrics=WorkerMetrics(CollectorRegistry())
     )
-    subs = await start_consuming(bus, [*engine.consumptions(), *worker.consumptions()])
+    observer = ObserverService(
+        bus=bus,
+        runtime=PluginRuntime(types=types),
+        concurrency=50,
+        metrics=ObserverMetrics(CollectorRegistry()),
+        policy=PollPolicy(first=0.02, factor=1.5, cap=0.2),
+    )
+    consumptions = [*engine.consumptions(), *worker.consumptions(), *observer.consumptions()]
+    subs = await start_consuming(bus, consumptions)
     try:
         yield Converge(engine, world, pool)
     finally:

@@ -1,0 +1,103 @@
+"""Finishing asynchronous actions: poll `observe` until the resource settles.
+
+Where it sits: the engine sends an `ObserveRequest` when a worker reported
+"in progress"; one observer takes it (the queue gives each request to one
+consumer, and to another if that one dies), polls the plugin's `observe`
+with growing pauses until the resource is ready, failed or gone, or the
+job's deadline passes, and returns the job's final outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import PermanentError, TransientError
+from shared.plugins import Observation, ObservedState, ResourceType
+from shared.plugins.retry import call_with_retry
+from shared.plugins.runtime import PluginRuntime, action_context, validate_properties
+from shared.protocol import JobAction, JobOutcome, JobResult, ObserveRequest, ResourceJob
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """Pauses between observations, in seconds: first, growth factor, cap."""
+
+    first: float = 0.1
+    factor: float = 1.5
+    cap: float = 5.0
+
+
+DEFAULT_POLL = PollPolicy()
+
+
+def settle(action: JobAction, observation: Observation) -> tuple[JobOutcome, str] | None:
+    """The job's outcome once `observation` is final; None while still in progress. Pure."""
+    state = observation.state
+    if state is ObservedState.IN_PROGRESS:
+        return None
+    if state is ObservedState.FAILED:
+        return JobOutcome.FAILED, observation.reason or "the resource went into an error state"
+    if action is JobAction.DELETE:
+        return (JobOutcome.COMPLETE, "") if state is ObservedState.GONE else None
+    if state is ObservedState.GONE:
+        return JobOutcome.FAILED, "the resource disappeared while being built"
+    return JobOutcome.COMPLETE, ""
+
+
+def _result(job: ResourceJob, outcome: JobOutcome, observation: Observation | None, reason: str) -> JobResult:
+    return JobResult(
+        id=f"{job.job_id}:observed",
+        job_id=job.job_id,
+        stack_id=job.stack_id,
+        traversal_id=job.traversal_id,
+        resource_id=job.resource_id,
+        resource_name=job.resource_name,
+        action=job.action,
+        outcome=outcome,
+        physical_id=job.physical_id,
+        attributes=dict(observation.attributes) if observation is not None else {},
+        reason=reason,
+    )
+
+
+async def watch(
+    request: ObserveRequest, *, runtime: PluginRuntime, log: Any, policy: PollPolicy = DEFAULT_POLL
+) -> JobResult:
+    job = request.job
+    heat_action = job.action.value.upper()
+    cls: type[ResourceType] | None = runtime.types.get(job.resource_type)
+    if cls is None:
+        return _result(job, JobOutcome.FAILED, None, f"unknown resource type {job.resource_type!r}")
+    if job.physical_id is None:
+        return _result(job, JobOutcome.FAILED, None, f"Resource {heat_action} failed: no physical id")
+    physical_id = job.physical_id
+    try:
+        props = validate_properties(cls.properties, job.properties, "properties")
+    except PermanentError as exc:
+        return _result(job, JobOutcome.FAILED, None, f"Resource {heat_action} failed: {exc}")
+    ctx = action_context(job, runtime, log)
+    plugin = cls()
+    pause = policy.first
+    while True:
+        try:
+            observation = await call_with_retry(
+                lambda: plugin.observe(ctx, physical_id, props),
+                deadline=job.deadline,
+                clock=runtime.clock,
+                sleep=runtime.sleep,
+                random=runtime.random,
+                log=log,
+            )
+        except (TransientError, PermanentError) as exc:
+            return _result(job, JobOutcome.FAILED, None, f"Resource {heat_action} failed: {exc}")
+        settled = settle(job.action, observation)
+        if settled is not None:
+            outcome, reason = settled
+            if reason:
+                reason = f"Resource {heat_action} failed: {reason}"
+            return _result(job, outcome, observation, reason)
+        if runtime.clock() + pause >= job.deadline:
+            return _result(job, JobOutcome.FAILED, observation, f"Resource {heat_action} timed out")
+        await runtime.sleep(pause)
+        pause = min(policy.cap, pause * policy.factor)
