@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shared.logging import configure_logging
+
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 
@@ -80,6 +82,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("modules", nargs="*", default=modules())
     parser.add_argument("--mode", default=os.environ.get("CONVERGE_BENCH_MODE", "up"))
     args = parser.parse_args(argv)
+    configure_logging(level=os.environ.get("CONVERGE_LOG_LEVEL", "warning"), fmt="json")
     started = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     rows: list[dict[str, Any]] = []
     for name in args.modules:
