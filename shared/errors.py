@@ -5,6 +5,7 @@
 - `ConflictError`: the state changed under us (lost a compare-and-swap).
 - `InvalidInput`: user input is wrong; nothing was changed. Carries the place
   (`resources.web.properties.image`) so the message names where.
+- `NotFound`: no such thing, or not visible to the caller.
 
 Driver errors (asyncpg, aio-pika, aiohttp) are wrapped at their gateway with
 `raise ... from exc`; core code only ever sees these types.
@@ -40,6 +41,10 @@ class InvalidInput(PermanentError):
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
         self.reason = message
+
+
+class NotFound(PermanentError):
+    """The thing asked for does not exist (or is not visible to the caller)."""
 
 
 class ConfigError(PermanentError):

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
+from services.engine.api.auth import Principal, Tokens
 from services.engine.service import EngineService
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
@@ -90,7 +91,14 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             subs += await start_consuming(bus, observer.consumptions())
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
-        app = build_app(health_routes(readiness=readiness, registry=registry))
+        tokens = (
+            Tokens.parse(settings.api_tokens)
+            if settings.api_tokens
+            else Tokens({credentials.token: Principal(credentials.project_id)})
+        )
+        app = build_app(
+            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+        )
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
         print(

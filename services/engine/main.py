@@ -20,6 +20,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
+from services.engine.api.auth import Tokens
 from services.engine.service import EngineService
 from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
@@ -56,7 +57,12 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(supervisor.stop)
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
-        app = build_app(health_routes(readiness=readiness, registry=registry))
+        tokens = Tokens.parse(settings.api_tokens)
+        if not len(tokens):
+            log.warning("no_api_tokens", hint="set CONVERGE_API_TOKENS; every /v1 request is refused")
+        app = build_app(
+            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+        )
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
         subs = await start_consuming(bus, engine.consumptions())

@@ -26,7 +26,7 @@ from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
-from shared.errors import ConflictError, InvalidInput
+from shared.errors import ConflictError, NotFound
 from shared.plugins import ResourceType
 
 log = structlog.get_logger(__name__)
@@ -38,7 +38,7 @@ class StackExists(ConflictError):
     """A live stack of that name exists in the project."""
 
 
-class StackNotFound(InvalidInput):
+class StackNotFound(NotFound):
     """No such stack (or not visible to this project)."""
 
 

@@ -18,11 +18,13 @@ from collections.abc import Mapping
 import asyncpg
 import structlog
 
+from services.engine.api.deps import ApiDeps
 from services.engine.checks import CODEC, Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
 from services.engine.store import Store
+from services.engine.store.queries import Queries
 from shared.bus import Bus
 from shared.errors import StoreUnavailable
 from shared.host import Consumption
@@ -49,7 +51,9 @@ class EngineService:
         self.bus = bus
         self.engine_id = engine_id
         self.outbox = Outbox(pool=pool, bus=bus)
-        definitions = DefinitionCache(types=types)
+        self.types = types
+        self.definitions = definitions = DefinitionCache(types=types)
+        self.queries = Queries(pool)
         self.operations = Operations(
             store=self.store, outbox=self.outbox, definitions=definitions, types=types
         )
@@ -59,6 +63,16 @@ class EngineService:
         self._supervisor = supervisor
         self._prefetch = prefetch
         self._heartbeat_seconds = heartbeat_seconds
+
+    def api(self) -> ApiDeps:
+        """What the HTTP API needs from this engine."""
+        return ApiDeps(
+            operations=self.operations,
+            queries=self.queries,
+            store=self.store,
+            definitions=self.definitions,
+            types=self.types,
+        )
 
     def consumptions(self) -> list[Consumption]:
         return [Consumption(ENGINE_QUEUE, self.convergence.handle, prefetch=self._prefetch, codec=CODEC)]

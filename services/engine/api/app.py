@@ -1,8 +1,9 @@
 """Builds the engine's aiohttp application from its parts.
 
-Routes are passed in (health and metrics now; the Heat v1 API, dashboard and
-sandbox join as their issues land), so `converge up` can serve every
-service's endpoints on the one API port.
+Health and metrics routes are always there; the Heat v1 API joins when its
+dependencies are given (and the sandbox and dashboard as their issues land),
+so `converge up` serves every endpoint on the one API port. Middlewares run
+outermost first: Heat-shaped errors, then authentication.
 """
 
 from __future__ import annotations
@@ -10,11 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from services.engine.api.auth import Tokens, auth_middleware
+from services.engine.api.catalog import CatalogRoutes
+from services.engine.api.deps import ApiDeps
+from services.engine.api.errors import error_middleware, not_found, unauthorized
+from services.engine.api.stacks import StackRoutes
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # templates are limited to 1 MiB; leave room for JSON framing
 
 
-def build_app(routes: Iterable[web.RouteDef]) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
-    app.add_routes(list(routes))
+def build_app(
+    routes: Iterable[web.RouteDef], *, api: ApiDeps | None = None, tokens: Tokens | None = None
+) -> web.Application:
+    middlewares: list[Middleware] = [error_middleware]
+    all_routes = list(routes)
+    if api is not None:
+        middlewares.append(
+            auth_middleware(tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized)
+        )
+        all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes()
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+    app.add_routes(all_routes)
     return app

@@ -1,0 +1,114 @@
+"""Heat v1 routes under one stack: resources (list, show, metadata, signal,
+mark unhealthy) and events (per stack and per resource, paged).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from services.engine.api.deps import ApiDeps
+from services.engine.api.errors import bad_request, not_found
+from services.engine.api.views import event_view, json_response, resource_view
+from services.engine.store.queries import StackView
+
+MAX_EVENTS = 1000
+
+
+def _base(request: web.Request) -> str:
+    return f"{request.url.origin()}/v1/{request.match_info['project']}"
+
+
+async def dispatch(
+    deps: ApiDeps, request: web.Request, stack: StackView, rest: list[str]
+) -> web.StreamResponse:
+    method = request.method
+    if rest == ["events"] and method == "GET":
+        return await events(deps, request, stack, None)
+    if rest[0] == "events" and len(rest) == 2 and method == "GET":
+        return await event(deps, request, stack, rest[1])
+    if rest == ["resources"] and method == "GET":
+        return await list_resources(deps, request, stack)
+    if len(rest) >= 2 and rest[0] == "resources":
+        name, tail = rest[1], rest[2:]
+        row = await deps.queries.resource(stack.stack_id, name)
+        if row is None:
+            raise not_found(f"The Resource ({name}) could not be found.")
+        if not tail and method == "GET":
+            return json_response({"resource": resource_view(dict(row), stack, _base(request), detail=True)})
+        if not tail and method == "PATCH":
+            return await mark_unhealthy(deps, request, stack, row["resource_id"], name)
+        if tail == ["metadata"] and method == "GET":
+            return json_response({"metadata": {}})
+        if tail == ["signal"] and method == "POST":
+            cls = deps.types.get(row["type"])
+            raise bad_request(
+                f"Signal resource during {row['action']}: {row['type']} does not accept signals"
+                if cls is not None
+                else f"unknown type {row['type']}",
+                "ResourceActionNotSupported",
+            )
+        if tail and tail[0] == "events" and method == "GET":
+            if len(tail) == 2:
+                return await event(deps, request, stack, tail[1])
+            return await events(deps, request, stack, name)
+    raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
+
+
+async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:
+    rows = await deps.queries.resources(stack.stack_id)
+    types = request.query.getall("type", [])
+    names = request.query.getall("name", [])
+    statuses = request.query.getall("status", [])
+    base = _base(request)
+    views = [
+        resource_view(dict(r), stack, base)
+        for r in rows
+        if (not types or r["type"] in types)
+        and (not names or r["name"] in names)
+        and (not statuses or r["status"] in statuses or f"{r['action']}_{r['status']}" in statuses)
+    ]
+    return json_response({"resources": views})
+
+
+async def mark_unhealthy(
+    deps: ApiDeps, request: web.Request, stack: StackView, resource_id: int, name: str
+) -> web.Response:
+    body = await request.json() if request.can_read_body else {}
+    if not isinstance(body, dict) or not isinstance(body.get("mark_unhealthy"), bool):
+        raise bad_request("mark_unhealthy (true or false) is required")
+    reason = body.get("resource_status_reason", "")
+    if not isinstance(reason, str) or len(reason) > 1000:
+        raise bad_request("resource_status_reason must be a string of at most 1000 characters")
+    await deps.queries.mark_unhealthy(resource_id, unhealthy=body["mark_unhealthy"], reason=reason)
+    return json_response({})
+
+
+async def events(deps: ApiDeps, request: web.Request, stack: StackView, resource: str | None) -> web.Response:
+    q = request.query
+    try:
+        marker = uuid.UUID(q["marker"]) if "marker" in q else None
+        limit = max(0, min(int(q.get("limit", MAX_EVENTS)), MAX_EVENTS))
+    except ValueError as exc:
+        raise bad_request(f"bad paging parameter: {exc}") from exc
+    sort_dir = "desc" if q.get("sort_dir", "asc") == "desc" else "asc"
+    rows = await deps.queries.events(
+        stack.stack_id,
+        resource_name=resource or q.get("resource_name"),
+        limit=limit,
+        marker=marker,
+        sort_dir=sort_dir,
+    )
+    base = _base(request)
+    return json_response({"events": [event_view(dict(r), stack, base) for r in rows]})
+
+
+async def event(deps: ApiDeps, request: web.Request, stack: StackView, event_id: str) -> web.Response:
+    try:
+        row = await deps.queries.event(stack.stack_id, uuid.UUID(event_id))
+    except ValueError:
+        row = None
+    if row is None:
+        raise not_found(f"The Event ({event_id}) could not be found.")
+    return json_response({"event": event_view(dict(row), stack, _base(request))})

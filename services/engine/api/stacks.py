@@ -1,0 +1,223 @@
+"""Heat v1 stack routes: list, create, show, update, patch, delete, outputs.
+
+A stack is addressed as `stacks/{name}/{id}`; `stacks/{name}` and
+`stacks/{id}` (with any sub-path) answer 302 to that canonical URL, and
+clients re-send the same request there. Sub-paths under a stack (resources,
+events, actions) are dispatched to their modules from here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from services.engine.api import resources as resource_routes
+from services.engine.api.auth import Principal
+from services.engine.api.deps import ApiDeps
+from services.engine.api.errors import bad_request, not_found
+from services.engine.api.requests import StackBody, parse_body
+from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
+from services.engine.core.model import StackId
+from services.engine.operations import Goal
+from services.engine.store.queries import StackFilter, StackView
+from shared.errors import ConflictError
+
+MAX_LIST = 1000
+
+
+def base_url(request: web.Request) -> str:
+    return f"{request.url.origin()}/v1/{request.match_info['project']}"
+
+
+def visible_project(request: web.Request) -> str | None:
+    """The project whose stacks this request may see (None: all, for admins)."""
+    principal: Principal = request["principal"]
+    project = request.match_info["project"]
+    return None if principal.admin and project != principal.project_id else project
+
+
+class StackRoutes:
+    def __init__(self, deps: ApiDeps) -> None:
+        self._d = deps
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/v1/{project}/stacks", self.index),
+            web.post("/v1/{project}/stacks", self.create),
+            web.route("*", "/v1/{project}/stacks/{tail:.+}", self.dispatch),
+        ]
+
+    # -- collection ---------------------------------------------------------
+
+    async def index(self, request: web.Request) -> web.Response:
+        q = request.query
+        principal: Principal = request["principal"]
+        everyone = principal.admin and q.get("global_tenant", "").lower() == "true"
+        try:
+            marker = uuid.UUID(q["marker"]) if "marker" in q else None
+            limit = min(int(q.get("limit", MAX_LIST)), MAX_LIST)
+        except ValueError as exc:
+            raise bad_request(f"bad paging parameter: {exc}") from exc
+        stacks = await self._d.queries.stacks(
+            StackFilter(
+                project_id=None if everyone else request.match_info["project"],
+                names=q.getall("name", []) + q.getall("stack_name", []),
+                statuses=q.getall("stack_status", []) + q.getall("status", []),
+                ids=[uuid.UUID(i) for i in q.getall("id", []) if _is_uuid(i)],
+                show_deleted=q.get("show_deleted", "").lower() == "true",
+                sort_key=q.get("sort_keys", "creation_time"),
+                sort_dir=q.get("sort_dir", "desc"),
+                limit=max(limit, 0),
+                marker=marker,
+            )
+        )
+        base = base_url(request)
+        return json_response({"stacks": [stack_summary(s, base) for s in stacks]})
+
+    async def create(self, request: web.Request) -> web.Response:
+        body = await parse_body(request, StackBody)
+        if body.stack_name is None:
+            raise bad_request("stack_name is required")
+        template = body.template_document()
+        if template is None:
+            raise bad_request("a template is required")
+        project = request.match_info["project"]
+        if await self._d.queries.count_stacks(project) >= self._d.quotas.stacks_per_project:
+            raise bad_request(
+                f"quota exceeded: at most {self._d.quotas.stacks_per_project} stacks per project"
+            )
+        stack_id = await self._d.operations.create(
+            project_id=project,
+            name=body.stack_name,
+            goal=Goal(template, body.environment_document(), body.parameters, body.files),
+            disable_rollback=body.disable_rollback,
+            timeout_mins=body.timeout_mins,
+            tags=body.tag_list(),
+        )
+        location = stack_path(base_url(request), body.stack_name, stack_id)
+        return json_response(
+            {"stack": {"id": str(stack_id), "links": [{"href": location, "rel": "self"}]}},
+            status=201,
+            headers={"Location": location},
+        )
+
+    # -- one stack ------------------------------------------------------------
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        segments = [s for s in request.match_info["tail"].split("/") if s]
+        stack = await self._d.queries.stack(visible_project(request), segments[0])
+        if stack is None:
+            raise not_found(f"The Stack ({segments[0]}) could not be found.")
+        canonical = len(segments) > 1 and segments[1] == str(stack.stack_id) and segments[0] == stack.name
+        if not canonical:
+            rest = segments[2:] if len(segments) > 1 and segments[1] == str(stack.stack_id) else segments[1:]
+            target = "/".join([stack_path(base_url(request), stack.name, stack.stack_id), *rest])
+            if request.query_string:
+                target += f"?{request.query_string}"
+            raise web.HTTPFound(target)
+        return await self._on_stack(request, stack, segments[2:])
+
+    async def _on_stack(self, request: web.Request, stack: StackView, rest: list[str]) -> web.StreamResponse:
+        method = request.method
+        if not rest:
+            handler = {"GET": self.show, "PUT": self.update, "PATCH": self.patch, "DELETE": self.delete}.get(
+                method
+            )
+            if handler is None:
+                raise web.HTTPMethodNotAllowed(method, ["GET", "PUT", "PATCH", "DELETE"])
+            return await handler(request, stack)
+        head = rest[0]
+        if head in ("template", "environment", "files") and method == "GET" and len(rest) == 1:
+            return await self.stored(request, stack, head)
+        if head == "outputs" and method == "GET" and len(rest) <= 2:
+            return await self.outputs(request, stack, rest[1] if len(rest) == 2 else None)
+        if head == "actions" and method == "POST" and len(rest) == 1:
+            return await self.action(request, stack)
+        if head in ("resources", "events"):
+            return await resource_routes.dispatch(self._d, request, stack, rest)
+        raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
+
+    async def show(self, request: web.Request, stack: StackView) -> web.Response:
+        definition, outputs = await self._d.definition_and_outputs(stack)
+        view = stack_detail(
+            stack,
+            base_url(request),
+            description=definition.template.description if definition else "",
+            parameters=definition.parameters if definition else {},
+            hidden=definition.hidden_parameters() if definition else frozenset(),
+            outputs=outputs,
+        )
+        return json_response({"stack": view})
+
+    async def update(self, request: web.Request, stack: StackView) -> web.Response:
+        body = await parse_body(request, StackBody)
+        template = body.template_document()
+        if template is None:
+            raise bad_request("a template is required (use PATCH to keep the current one)")
+        goal = Goal(template, body.environment_document(), body.parameters, body.files)
+        await self._d.operations.update(StackId(stack.stack_id), goal)
+        return web.Response(status=202)
+
+    async def patch(self, request: web.Request, stack: StackView) -> web.Response:
+        """Update keeping the current template, parameters, environment and files where omitted."""
+        body = await parse_body(request, StackBody)
+        current = await self._current_goal(stack)
+        template = body.template_document() or current.template
+        environment = {**current.environment, **body.environment_document()}
+        goal = Goal(
+            template,
+            environment,
+            {**current.parameters, **body.parameters},
+            {**current.files, **body.files},
+        )
+        await self._d.operations.update(StackId(stack.stack_id), goal)
+        return web.Response(status=202)
+
+    async def delete(self, request: web.Request, stack: StackView) -> web.Response:
+        await self._d.operations.delete(StackId(stack.stack_id))
+        return web.Response(status=204)
+
+    async def _current_goal(self, stack: StackView) -> Goal:
+        if stack.current_template_id is None:
+            raise ConflictError(f"stack {stack.name} has no template yet")
+        record = await self._d.queries.template(stack.current_template_id)
+        if record is None:
+            raise ConflictError(f"stack {stack.name} has no template yet")
+        return Goal(record.template, record.environment, record.parameters, record.files)
+
+    async def stored(self, request: web.Request, stack: StackView, what: str) -> web.Response:
+        goal = await self._current_goal(stack)
+        value: Any = {"template": goal.template, "environment": goal.environment, "files": goal.files}[what]
+        if what == "environment":
+            value = {"parameters": {}, "parameter_defaults": {}, "resource_registry": {}, **dict(value)}
+        return json_response(value)
+
+    async def outputs(self, request: web.Request, stack: StackView, key: str | None) -> web.Response:
+        _, outputs = await self._d.definition_and_outputs(stack)
+        if key is None:
+            return json_response(
+                {"outputs": [output_view(k, v, with_value=False) for k, v in outputs.items()]}
+            )
+        if key not in outputs:
+            raise not_found(f"Specified output key {key} not found.")
+        return json_response({"output": output_view(key, outputs[key])})
+
+    async def action(self, request: web.Request, stack: StackView) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+        if not isinstance(body, dict) or len(body) != 1:
+            raise bad_request('an action body has exactly one key, e.g. {"check": null}')
+        (name,) = body
+        raise bad_request(f"the {name} action is not supported yet", "NotSupported")
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
