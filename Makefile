@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-long lint check bench clean
+.PHONY: install up test test-long gabbits lint check bench clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ test: install
 
 test-long: install
 	CONVERGE_TEST_SEEDS=200 $(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q $(PYTEST_ARGS)
+
+gabbits: install
+	$(BIN)/python -m tests.support.heat_gabbits
 
 lint: install
 	$(BIN)/ruff check .

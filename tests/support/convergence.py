@@ -18,6 +18,8 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry
 
+from services.engine.api.app import build_app
+from services.engine.api.auth import Tokens
 from services.engine.core.model import StackId
 from services.engine.operations import Goal
 from services.engine.service import EngineService
@@ -27,10 +29,12 @@ from services.observer.completion import PollPolicy
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.memory import Chaos, MemoryBus
+from shared.health import Readiness, health_routes, start_http
 from shared.host import start_consuming
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.tasks import Supervisor
+from tests.support.ports import free_port
 from tests.support.world import World, thing_type
 
 
@@ -64,6 +68,18 @@ class Converge:
                 if row["status"] != "IN_PROGRESS":
                     return row["action"], row["status"], row["status_reason"]
                 await asyncio.sleep(0.02)
+
+    @contextlib.asynccontextmanager
+    async def http(self, tokens: str) -> AsyncIterator[str]:
+        """Serve the engine's real HTTP app on 127.0.0.1; yields the base URL."""
+        health = health_routes(readiness=Readiness(), registry=CollectorRegistry())
+        app = build_app(health, api=self.engine.api(), tokens=Tokens.parse(tokens))
+        port = free_port()
+        runner = await start_http(app, host="127.0.0.1", port=port)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            await runner.cleanup()
 
     async def rows(self, stack_id: StackId) -> list[asyncpg.Record]:
         return list(

@@ -25,6 +25,9 @@ class Principal:
     admin: bool = False
 
 
+PRINCIPAL = web.RequestKey("principal", Principal)
+
+
 class Tokens:
     def __init__(self, entries: dict[str, Principal]) -> None:
         self._entries = [(token.encode(), principal) for token, principal in entries.items()]
@@ -77,7 +80,7 @@ def auth_middleware(
             raise unauthorized("Authentication required: a valid X-Auth-Token header")
         if parts[2] != principal.project_id and not principal.admin:
             raise not_found("The resource could not be found.")
-        request["principal"] = principal
+        request[PRINCIPAL] = principal
         return await handler(request)
 
     return middleware

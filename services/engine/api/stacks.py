@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from services.engine.api import resources as resource_routes
-from services.engine.api.auth import Principal
+from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found
 from services.engine.api.requests import StackBody, parse_body
@@ -33,7 +33,7 @@ def base_url(request: web.Request) -> str:
 
 def visible_project(request: web.Request) -> str | None:
     """The project whose stacks this request may see (None: all, for admins)."""
-    principal: Principal = request["principal"]
+    principal = request[PRINCIPAL]
     project = request.match_info["project"]
     return None if principal.admin and project != principal.project_id else project
 
@@ -53,7 +53,7 @@ class StackRoutes:
 
     async def index(self, request: web.Request) -> web.Response:
         q = request.query
-        principal: Principal = request["principal"]
+        principal = request[PRINCIPAL]
         everyone = principal.admin and q.get("global_tenant", "").lower() == "true"
         try:
             marker = uuid.UUID(q["marker"]) if "marker" in q else None

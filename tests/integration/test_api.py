@@ -1,0 +1,193 @@
+"""The Heat v1 API: tenant isolation, authentication, Heat-shaped errors, and heatclient.
+
+Real: the engine's HTTP app over real HTTP on 127.0.0.1, PostgreSQL, the
+engine, worker and observer (in-process bus), python-heatclient unmodified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.convergence import Converge, converge
+
+pytestmark = pytest.mark.integration
+
+TOKENS = "t1=p1,t2=p2,root=p3:admin"
+TEMPLATE = {
+    "heat_template_version": "2016-10-14",
+    "parameters": {
+        "v": {"type": "string", "default": "x"},
+        "secret": {"type": "string", "hidden": True, "default": "s3"},
+    },
+    "resources": {"test": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_param": "v"}}}},
+    "outputs": {"out": {"value": {"get_attr": ["test", "output"]}, "description": "the value"}},
+}
+
+
+@pytest.fixture
+async def api(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
+        yield cv, base
+
+
+async def call(method: str, url: str, token: str | None, body: Any = None) -> tuple[int, Any, dict[str, str]]:
+    headers = {"X-Auth-Token": token} if token is not None else {}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, url, json=body, headers=headers, allow_redirects=False) as response,
+    ):
+        data = await response.json() if response.content_type == "application/json" else await response.text()
+        return response.status, data, dict(response.headers)
+
+
+async def create(base: str, name: str = "web") -> tuple[str, str]:
+    status, body, headers = await call(
+        "POST",
+        f"{base}/v1/p1/stacks",
+        "t1",
+        {"stack_name": name, "template": TEMPLATE, "parameters": {"v": "hi"}},
+    )
+    assert status == 201, body
+    return body["stack"]["id"], headers["Location"]
+
+
+async def test_another_projects_stack_is_not_found_on_every_route(api: tuple[Converge, str]) -> None:
+    cv, base = api
+    stack_id, _ = await create(base)
+    forms = [f"stacks/web/{stack_id}", "stacks/web", f"stacks/{stack_id}"]
+    tails = [
+        "",
+        "/resources",
+        "/resources/test",
+        "/events",
+        "/outputs",
+        "/outputs/out",
+        "/template",
+        "/environment",
+        "/files",
+        "/resources/test/events",
+    ]
+    for project in ("p1", "p2"):
+        for form in forms:
+            for tail in tails:
+                for method in ("GET", "DELETE", "PUT", "PATCH"):
+                    if tail and method != "GET":
+                        continue
+                    status, body, _ = await call(method, f"{base}/v1/{project}/{form}{tail}", "t2", {})
+                    assert status == 404, (method, project, form, tail, status)
+                    assert body["error"]["type"] == "EntityNotFound"
+    status, body, _ = await call("GET", f"{base}/v1/p2/stacks", "t2")
+    assert body == {"stacks": []}
+    assert (await cv.settled(stack_id))[1] == "COMPLETE", "the stack was untouched by project p2"  # type: ignore[arg-type]
+
+
+async def test_no_token_or_a_bad_token_is_401_everywhere(api: tuple[Converge, str]) -> None:
+    _, base = api
+    for path in ("stacks", "stacks/x", "resource_types", "template_versions", "validate"):
+        for token in (None, "wrong", ""):
+            status, body, _ = await call("GET", f"{base}/v1/p1/{path}", token)
+            assert status == 401, (path, token)
+            assert body["code"] == 401
+    status, _, _ = await call("GET", f"{base}/healthz", None)
+    assert status == 200, "health needs no token"
+
+
+async def test_admins_list_across_projects_with_global_tenant(api: tuple[Converge, str]) -> None:
+    _, base = api
+    stack_id, _ = await create(base)
+    _, mine, _ = await call("GET", f"{base}/v1/p3/stacks", "root")
+    assert mine == {"stacks": []}
+    _, everyone, _ = await call("GET", f"{base}/v1/p3/stacks?global_tenant=true", "root")
+    assert [s["id"] for s in everyone["stacks"]] == [stack_id]
+
+
+async def test_errors_are_heat_shaped_and_name_every_problem(api: tuple[Converge, str]) -> None:
+    _, base = api
+    bad = {
+        "heat_template_version": "2016-10-14",
+        "resources": {
+            "a": {"type": "No::Such"},
+            "b": {"type": "OS::Heat::TestResource", "properties": {"nope": 1}},
+        },
+    }
+    status, body, _ = await call("POST", f"{base}/v1/p1/stacks", "t1", {"stack_name": "bad", "template": bad})
+    assert status == 400
+    assert set(body) == {"explanation", "code", "title", "error"}
+    assert "resources.a" in body["error"]["message"]
+    assert "resources.b.properties" in body["error"]["message"]
+    status, body, _ = await call(
+        "POST", f"{base}/v1/p1/stacks", "t1", {"stack_name": "1bad", "template": TEMPLATE}
+    )
+    assert status == 400
+    assert "stack_name" in body["error"]["message"]
+    await create(base, "dup")
+    status, body, _ = await call(
+        "POST", f"{base}/v1/p1/stacks", "t1", {"stack_name": "dup", "template": TEMPLATE}
+    )
+    assert status == 409
+    _, stacks, _ = await call("GET", f"{base}/v1/p1/stacks", "t1")
+    assert [s["stack_name"] for s in stacks["stacks"]] == ["dup"], "a failed create changes nothing"
+
+
+async def test_heatclient_drives_a_stack_through_its_life(api: tuple[Converge, str]) -> None:
+    from heatclient import client as heat
+
+    cv, base = api
+    hc = heat.Client("1", endpoint=f"{base}/v1/p1", token="t1")
+
+    def run() -> dict[str, Any]:
+        created = hc.stacks.create(stack_name="hc", template=TEMPLATE, parameters={"v": "one"})
+        stack_id = created["stack"]["id"]
+        seen: dict[str, Any] = {"id": stack_id}
+        wait_for(hc, stack_id, "CREATE_COMPLETE")
+        seen["list"] = [s.stack_name for s in hc.stacks.list()]
+        stack = hc.stacks.get(stack_id)
+        seen["params"] = stack.parameters
+        seen["output"] = hc.stacks.output_show(stack_id, "out")["output"]["output_value"]
+        hc.stacks.update(stack_id, template=TEMPLATE, parameters={"v": "two"})
+        wait_for(hc, stack_id, "UPDATE_COMPLETE")
+        hc.stacks.update(stack_id, existing=True, parameters={"v": "three"})
+        wait_for(hc, stack_id, "UPDATE_COMPLETE")
+        seen["patched"] = hc.stacks.output_show(stack_id, "out")["output"]["output_value"]
+        seen["resources"] = [(r.resource_name, r.resource_status) for r in hc.resources.list(stack_id)]
+        seen["attr"] = hc.resources.get(stack_id, "test").attributes["output"]
+        seen["events"] = [e.resource_status for e in hc.events.list(stack_id)]
+        seen["template"] = hc.stacks.template(stack_id)["resources"]["test"]["type"]
+        hc.stacks.delete(stack_id)
+        wait_for(hc, stack_id, "DELETE_COMPLETE")
+        return seen
+
+    seen = await asyncio.to_thread(run)
+    assert seen["list"] == ["hc"]
+    assert seen["params"]["v"] == "one"
+    assert seen["params"]["secret"] == "******"
+    assert seen["output"] == "one"
+    assert seen["patched"] == "three"
+    assert seen["resources"] == [("test", "UPDATE_COMPLETE")]
+    assert seen["attr"] == "three"
+    assert seen["events"][0] == "CREATE_IN_PROGRESS"
+    assert seen["template"] == "OS::Heat::TestResource"
+    assert cv.world.live == {}
+
+
+def wait_for(hc: Any, stack_id: str, wanted: str, timeout: float = 30) -> None:
+    import time
+
+    from heatclient import exc
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = hc.stacks.get(stack_id).stack_status
+        except exc.HTTPNotFound:
+            status = "DELETE_COMPLETE"
+        if status == wanted:
+            return
+        assert not status.endswith("FAILED"), status
+        time.sleep(0.05)
+    raise AssertionError(f"stack never reached {wanted}")
