@@ -66,6 +66,7 @@ def provide_rabbitmq(stack: ExitStack) -> tuple[str, str]:
                 "install the rabbitmq-server package or set CONVERGE_TEST_AMQP_URL"
             )
     base = Path(tempfile.mkdtemp(prefix="converge-test-rabbit-"))
+    base.chmod(0o755)
     stack.callback(shutil.rmtree, base, True)
     port, dist_port = free_port(), free_port()
     node = f"converge-test-{port}@localhost"
@@ -81,21 +82,51 @@ def provide_rabbitmq(stack: ExitStack) -> tuple[str, str]:
     }
     (base / "enabled_plugins").write_text("[].\n")
     (base / "rabbitmq.conf").write_text("loopback_users = none\n")
+    _give_to_rabbitmq_user(base)
     server = subprocess.Popen(
         ["rabbitmq-server"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    stack.callback(server.wait, 60)
-    stack.callback(
-        subprocess.run, ["rabbitmqctl", "-n", node, "stop"], env=env, capture_output=True, check=False
-    )
-    subprocess.run(
-        ["rabbitmqctl", "-n", node, "await_startup", "--timeout", "120"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    stack.callback(_stop_rabbitmq, server, node, env)
+    deadline = time.monotonic() + 120
+    while True:  # await_startup needs the Erlang node up first, so poll until it answers
+        if server.poll() is not None:
+            sys.exit(f"provide_services: rabbitmq-server exited with {server.returncode}; logs in {base}/log")
+        probe = subprocess.run(
+            ["rabbitmqctl", "-n", node, "await_startup", "--timeout", "60"],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        if probe.returncode == 0:
+            break
+        if time.monotonic() > deadline:
+            sys.exit(f"provide_services: RabbitMQ node {node} did not start within 120s")
+        time.sleep(1)
     print(f"provide_services: started private RabbitMQ node {node} on port {port}", file=sys.stderr)
     return f"amqp://guest:guest@127.0.0.1:{port}/", node
+
+
+def _stop_rabbitmq(server: subprocess.Popen[bytes], node: str, env: dict[str, str]) -> None:
+    subprocess.run(["rabbitmqctl", "-n", node, "stop"], env=env, capture_output=True, check=False)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def _give_to_rabbitmq_user(base: Path) -> None:
+    """Debian's rabbitmq-server drops root privileges to the `rabbitmq` user."""
+    if os.geteuid() != 0:
+        return
+    try:
+        import pwd
+
+        entry = pwd.getpwnam("rabbitmq")
+    except KeyError:
+        return
+    for path in [base, *base.rglob("*")]:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 def main(argv: list[str]) -> int:
