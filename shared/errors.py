@@ -59,5 +59,10 @@ class MessageRejected(PermanentError):
     """A message cannot be processed by any consumer (unknown kind, bad body)."""
 
 
+class Abandoned(ConvergeError):
+    """A handler gave its message back unfinished (shutting down); deliver it again
+    elsewhere. Not a failure: it never counts towards dead-lettering."""
+
+
 class StoreUnavailable(TransientError):
     """The database cannot be reached right now."""

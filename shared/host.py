@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -32,6 +32,9 @@ class Consumption:
     handler: Handler
     prefetch: int
     codec: Codec
+    #: Called when draining starts, for handlers whose work is resumable
+    #: elsewhere (an observer's watch): they give their messages back at once.
+    abandon: Callable[[], None] | None = None
 
 
 async def start_consuming(bus: Bus, consumptions: Sequence[Consumption]) -> list[Subscription]:
@@ -40,6 +43,12 @@ async def start_consuming(bus: Bus, consumptions: Sequence[Consumption]) -> list
         subs.append(await bus.consume(c.queue, c.handler, prefetch=c.prefetch, codec=c.codec))
         log.info("consuming", queue=c.queue, prefetch=c.prefetch)
     return subs
+
+
+def abandon_resumable(consumptions: Sequence[Consumption]) -> None:
+    for c in consumptions:
+        if c.abandon is not None:
+            c.abandon()
 
 
 async def drain(subs: Sequence[Subscription], *, seconds: float) -> None:
@@ -79,4 +88,5 @@ async def host_consumer_service(
         await stop.wait()
         draining.set()
         log.info("draining", in_queues=[c.queue for c in consumptions])
+        abandon_resumable(consumptions)
         await drain(subs, seconds=drain_seconds)

@@ -99,6 +99,10 @@ class WorkerSettings(CommonSettings):
     health_host: str = Field("127.0.0.1", description="Address of /healthz, /readyz, /metrics.")
     health_port: int = Field(8005, ge=1, le=65535, description="Port of /healthz, /readyz, /metrics.")
     worker_concurrency: int = Field(32, ge=1, le=10_000, description="Jobs run at once.")
+    public_api_url: str = Field(
+        "http://127.0.0.1:8004",
+        description="Base URL at which resources reach the engine API (wait-condition signal URLs).",
+    )
     http_allowed_hosts: str = Field(
         "",
         description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",

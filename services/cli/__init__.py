@@ -1,4 +1,6 @@
-"""The `converge` command: `converge up` and (as the API grows) client commands.
+"""The `converge` command: `converge up` and the client commands (`stack`, `resource`, ...).
 
-It is the one place allowed to import every service, to compose them.
+`up` composes every service in one process, so `up.py` is the one place
+allowed to import them all; the client commands (`commands/`) talk to the
+API over HTTP only, through `client.ApiClient`.
 """

@@ -30,7 +30,7 @@ from shared.bus import Bus
 from shared.bus.amqp import AmqpBus
 from shared.bus.memory import MemoryBus
 from shared.health import Readiness, health_routes, start_http
-from shared.host import drain, start_consuming
+from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
@@ -120,4 +120,5 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         await stop.wait()
         draining.set()
         log.info("draining")
+        abandon_resumable(observer.consumptions())
         await drain(subs, seconds=settings.drain_seconds)

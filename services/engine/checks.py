@@ -37,6 +37,7 @@ from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.messages import CheckResource
 from services.engine.outbox import Outbox
+from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import ResolutionError, ResourceData, resolve_properties
@@ -45,6 +46,7 @@ from shared.errors import ConflictError
 from shared.messages import Codec, Message
 from shared.plugins import ResourceType
 from shared.protocol import (
+    ENGINE_QUEUE,
     JOBS_QUEUE,
     OBSERVE_QUEUE,
     JobAction,
@@ -347,6 +349,8 @@ class Convergence:
             physical_id = res.physical_id or row.physical_id
             await self._update(tx, row, physical_id=physical_id)
             fx.emit(OBSERVE_QUEUE, ObserveRequest(job=self._job(stack, row, res.action, physical_id)))
+            if row.type == CONDITION:
+                await self._settle_condition(tx, row, fx)
             return
         if res.outcome is JobOutcome.REPLACE and stack is not None and current:
             await self._update(tx, row, action=Action.UPDATE, status=Status.COMPLETE, **done_job)
@@ -410,6 +414,20 @@ class Convergence:
             await self._node_done(tx, stack, traversal, node, fx)
         else:
             await self._wake_waiting(row, fx)
+
+    async def _settle_condition(self, tx: Tx, row: ResourceRow, fx: Effects) -> None:
+        """A wait condition that starts waiting may already have all its signals."""
+        waiting = await tx.resource(row.resource_id)
+        handle_ref = (row.job_properties or {}).get("handle")
+        if waiting is None or not isinstance(handle_ref, str):
+            return
+        # Locking the handle orders this with a signal being stored right now:
+        # whichever commits second sees the other's write.
+        handle = await tx.resource_by_physical_id(row.stack_id, handle_ref, lock=True)
+        if handle is not None:
+            result = condition_result(waiting, handle, now=time.time())
+            if result is not None:
+                fx.emit(ENGINE_QUEUE, result)
 
     async def _wake_waiting(self, row: ResourceRow, fx: Effects) -> None:
         if row.waiting_traversal is not None and row.waiting_node is not None:

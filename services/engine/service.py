@@ -23,6 +23,7 @@ from services.engine.checks import CODEC, Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
+from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.queries import Queries
 from shared.bus import Bus
@@ -72,6 +73,7 @@ class EngineService:
             store=self.store,
             definitions=self.definitions,
             types=self.types,
+            signals=Signals(store=self.store, outbox=self.outbox),
         )
 
     def consumptions(self) -> list[Consumption]:

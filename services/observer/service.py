@@ -3,20 +3,26 @@
 Each `ObserveRequest` is watched by the one observer that took it; the
 message stays unacknowledged while it watches, so if this observer dies the
 broker hands the request to another. The outcome is published to the engine
-before the request is acknowledged.
+before the request is acknowledged. When the observer drains, its watches
+are abandoned at once (requeued, not failed): another observer resumes them.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.observer.completion import DEFAULT_POLL, PollPolicy, watch
 from shared.bus import Bus, Delivery
+from shared.errors import Abandoned
 from shared.host import Consumption
 from shared.messages import Codec, Message
 from shared.plugins.runtime import PluginRuntime
-from shared.protocol import OBSERVE_QUEUE, ObserveRequest
+from shared.protocol import OBSERVE_QUEUE, JobResult, ObserveRequest
 
 CODEC = Codec([ObserveRequest])
 
@@ -44,9 +50,36 @@ class ObserverService:
         self._concurrency = concurrency
         self._metrics = metrics
         self._policy = policy
+        self._stopping = asyncio.Event()
 
     def consumptions(self) -> list[Consumption]:
-        return [Consumption(OBSERVE_QUEUE, self.handle, prefetch=self._concurrency, codec=CODEC)]
+        return [
+            Consumption(
+                OBSERVE_QUEUE,
+                self.handle,
+                prefetch=self._concurrency,
+                codec=CODEC,
+                abandon=self._stopping.set,
+            )
+        ]
+
+    async def _watch_unless_stopping(self, message: ObserveRequest, log: Any) -> JobResult:
+        """Watching is resumable: when this observer stops, another one takes over."""
+        if self._stopping.is_set():
+            raise Abandoned("observer is stopping")
+        watching = asyncio.create_task(watch(message, runtime=self._runtime, log=log, policy=self._policy))
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({watching, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not watching.done():
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+        if watching.cancelled():
+            raise Abandoned("observer is stopping")
+        return watching.result()
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         assert isinstance(message, ObserveRequest)
@@ -63,7 +96,7 @@ class ObserverService:
             )
             self._metrics.watching.inc()
             try:
-                result = await watch(message, runtime=self._runtime, log=log, policy=self._policy)
+                result = await self._watch_unless_stopping(message, log)
             finally:
                 self._metrics.watching.dec()
             self._metrics.settled.labels(result.outcome.value).inc()

@@ -42,7 +42,9 @@ async def serve(settings: WorkerSettings, stop: asyncio.Event) -> None:
         registry = CollectorRegistry()
         worker = WorkerService(
             bus=bus,
-            deps=PluginRuntime(types=types, http=HttpGateway(session, allow)),
+            deps=PluginRuntime(
+                types=types, http=HttpGateway(session, allow), api_url=settings.public_api_url
+            ),
             concurrency=settings.worker_concurrency,
             metrics=WorkerMetrics(registry),
         )

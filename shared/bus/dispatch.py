@@ -4,8 +4,10 @@ Both bus implementations call `dispatch` for every delivery and then act on
 the verdict (ack, requeue, or dead-letter with the reason), so their
 semantics cannot drift apart. This is the outermost consumer boundary: the
 one place a handler's arbitrary exception is caught, logged and turned into
-redelivery or a dead letter. Cancellation is never swallowed: a cancelled
-handler leaves its message unacknowledged, to be delivered again.
+redelivery or a dead letter. A handler that raises `Abandoned` (it is
+shutting down) gets its message requeued without counting a failure.
+Cancellation is never swallowed: a cancelled handler leaves its message
+unacknowledged, to be delivered again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from enum import StrEnum
 import structlog
 
 from shared.bus.base import Delivery, Handler
-from shared.errors import MessageRejected
+from shared.errors import Abandoned, MessageRejected
 from shared.messages import Codec
 
 log = structlog.get_logger(__name__)
@@ -55,6 +57,9 @@ async def dispatch(
     with structlog.contextvars.bound_contextvars(message_id=message.id, kind=message.kind):
         try:
             await handler(message, delivery)
+        except Abandoned:
+            log.info("message_abandoned", queue=delivery.queue, attempt=delivery.attempt)
+            return Verdict(Action.REQUEUE, "abandoned")
         except Exception as exc:  # outermost consumer boundary (see docstring)
             error = f"{type(exc).__name__}: {exc}"
             verdict = failure_verdict(error, attempt=delivery.attempt, max_deliveries=max_deliveries)

@@ -260,3 +260,22 @@ async def test_memory_bus_chaos_duplicates_and_reorders_from_a_seed() -> None:
     assert sorted(set(first)) == list(range(20))
     assert len(first) > 20  # some were duplicated
     assert first != sorted(first)
+
+
+async def test_an_abandoned_message_is_requeued_and_never_counts_as_a_failure(kit: BusKit) -> None:
+    from shared.errors import Abandoned
+
+    bus = await kit.connect()
+    attempts: list[int] = []
+
+    async def gives_back_then_handles(message: Message, delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        if len(attempts) <= kit.max_deliveries + 1:  # more than a failing message is allowed
+            raise Abandoned("shutting down")
+
+    sub = await bus.consume("q", gives_back_then_handles, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=1))
+    await eventually(lambda: len(attempts) == kit.max_deliveries + 2)
+    await sub.stop()
+    assert await bus.dead_letters("q") == []
+    assert await bus.depth("q") == 0

@@ -30,7 +30,7 @@ from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.memory import Chaos, MemoryBus
 from shared.health import Readiness, health_routes, start_http
-from shared.host import start_consuming
+from shared.host import abandon_resumable, start_consuming
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.tasks import Supervisor
@@ -43,6 +43,7 @@ class Converge:
     engine: EngineService
     world: World
     pool: asyncpg.Pool
+    api_port: int = 0
     project: str = "p1"
 
     async def create(self, name: str, template: Mapping[str, Any], **params: Any) -> StackId:
@@ -74,10 +75,9 @@ class Converge:
         """Serve the engine's real HTTP app on 127.0.0.1; yields the base URL."""
         health = health_routes(readiness=Readiness(), registry=CollectorRegistry())
         app = build_app(health, api=self.engine.api(), tokens=Tokens.parse(tokens))
-        port = free_port()
-        runner = await start_http(app, host="127.0.0.1", port=port)
+        runner = await start_http(app, host="127.0.0.1", port=self.api_port)
         try:
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{self.api_port}"
         finally:
             await runner.cleanup()
 
@@ -105,8 +105,12 @@ async def converge(database_url: str, *, seed: int, duplicate_rate: float = 0.2)
     supervisor = Supervisor()
     engine = EngineService(pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor)
     await engine.start()
+    api_port = free_port()
     worker = WorkerService(
-        bus=bus, deps=PluginRuntime(types=types), concurrency=8, metrics=WorkerMetrics(CollectorRegistry())
+        bus=bus,
+        deps=PluginRuntime(types=types, api_url=f"http://127.0.0.1:{api_port}"),
+        concurrency=8,
+        metrics=WorkerMetrics(CollectorRegistry()),
     )
     observer = ObserverService(
         bus=bus,
@@ -118,8 +122,9 @@ async def converge(database_url: str, *, seed: int, duplicate_rate: float = 0.2)
     consumptions = [*engine.consumptions(), *worker.consumptions(), *observer.consumptions()]
     subs = await start_consuming(bus, consumptions)
     try:
-        yield Converge(engine, world, pool)
+        yield Converge(engine, world, pool, api_port)
     finally:
+        abandon_resumable(consumptions)
         for sub in subs:
             await sub.stop()
         await supervisor.stop()

@@ -17,6 +17,7 @@ from services.engine.api.auth import Tokens, auth_middleware
 from services.engine.api.catalog import CatalogRoutes
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import error_middleware, not_found, unauthorized
+from services.engine.api.openapi import openapi_route
 from services.engine.api.stacks import StackRoutes
 
 MAX_BODY_BYTES = 2 * 1024 * 1024  # templates are limited to 1 MiB; leave room for JSON framing
@@ -26,7 +27,7 @@ def build_app(
     routes: Iterable[web.RouteDef], *, api: ApiDeps | None = None, tokens: Tokens | None = None
 ) -> web.Application:
     middlewares: list[Middleware] = [error_middleware]
-    all_routes = list(routes)
+    all_routes = [*routes, openapi_route()]
     if api is not None:
         middlewares.append(
             auth_middleware(tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized)

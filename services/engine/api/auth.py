@@ -4,7 +4,9 @@ Every `/v1` request carries `X-Auth-Token`; tokens come from
 CONVERGE_API_TOKENS (`token=project_id` or `token=project_id:admin`,
 comma-separated). Tokens are compared in constant time and never logged.
 A token for one project asking about another project's URL gets 404, as if
-nothing were there; admins may act on any project.
+nothing were there; admins may act on any project. The one exception is a
+resource signal, which a wait-condition handle's own token may authorise
+(the signal handler checks it; an unauthenticated caller learns nothing).
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def auth_middleware(
             return await handler(request)
         principal = tokens.lookup(request.headers.get("X-Auth-Token", ""))
         if principal is None:
+            if request.method == "POST" and parts[-1] == "signal":
+                return await handler(request)  # a handle's own token may signal it (checked there)
             raise unauthorized("Authentication required: a valid X-Auth-Token header")
         if parts[2] != principal.project_id and not principal.admin:
             raise not_found("The resource could not be found.")

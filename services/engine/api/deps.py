@@ -9,6 +9,7 @@ from services.engine.checks import reference_data
 from services.engine.core.model import StackId, Status
 from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
+from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.queries import Queries, StackView
 from services.engine.template import (
@@ -34,6 +35,7 @@ class ApiDeps:
     store: Store
     definitions: DefinitionCache
     types: Mapping[str, type[ResourceType]]
+    signals: Signals
     limits: TemplateLimits = DEFAULT_LIMITS
     quotas: Quotas = Quotas()
 

@@ -8,9 +8,12 @@ import uuid
 
 from aiohttp import web
 
+from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
-from services.engine.api.errors import bad_request, not_found
+from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.views import event_view, json_response, resource_view
+from services.engine.core.model import StackId
+from services.engine.signals import Unauthorized
 from services.engine.store.queries import StackView
 
 MAX_EVENTS = 1000
@@ -30,6 +33,10 @@ async def dispatch(
         return await event(deps, request, stack, rest[1])
     if rest == ["resources"] and method == "GET":
         return await list_resources(deps, request, stack)
+    if len(rest) == 3 and rest[0] == "resources" and rest[2] == "signal" and method == "POST":
+        return await signal(deps, request, stack, rest[1])
+    if PRINCIPAL not in request:
+        raise unauthorized("Authentication required: a valid X-Auth-Token header")
     if len(rest) >= 2 and rest[0] == "resources":
         name, tail = rest[1], rest[2:]
         row = await deps.queries.resource(stack.stack_id, name)
@@ -42,18 +49,34 @@ async def dispatch(
         if tail == ["metadata"] and method == "GET":
             return json_response({"metadata": {}})
         if tail == ["signal"] and method == "POST":
-            cls = deps.types.get(row["type"])
-            raise bad_request(
-                f"Signal resource during {row['action']}: {row['type']} does not accept signals"
-                if cls is not None
-                else f"unknown type {row['type']}",
-                "ResourceActionNotSupported",
-            )
+            return await signal(deps, request, stack, name)
         if tail and tail[0] == "events" and method == "GET":
             if len(tail) == 2:
                 return await event(deps, request, stack, tail[1])
             return await events(deps, request, stack, name)
     raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
+
+
+async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
+    try:
+        data = await request.json() if request.can_read_body else {}
+    except ValueError as exc:
+        raise bad_request(f"the signal body is not valid JSON: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise bad_request("the signal body must be a JSON object")
+    try:
+        await deps.signals.signal(
+            StackId(stack.stack_id),
+            name,
+            data,
+            token=request.headers.get("X-Auth-Token", ""),
+            project_token_ok=PRINCIPAL in request,
+        )
+    except Unauthorized as exc:
+        raise unauthorized(str(exc)) from exc
+    return web.Response(status=200)
 
 
 async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:

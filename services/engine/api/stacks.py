@@ -16,7 +16,7 @@ from aiohttp import web
 from services.engine.api import resources as resource_routes
 from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
-from services.engine.api.errors import bad_request, not_found
+from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
 from services.engine.core.model import StackId
@@ -33,9 +33,9 @@ def base_url(request: web.Request) -> str:
 
 def visible_project(request: web.Request) -> str | None:
     """The project whose stacks this request may see (None: all, for admins)."""
-    principal = request[PRINCIPAL]
     project = request.match_info["project"]
-    return None if principal.admin and project != principal.project_id else project
+    principal = request.get(PRINCIPAL)
+    return None if principal is not None and principal.admin and project != principal.project_id else project
 
 
 class StackRoutes:
@@ -108,10 +108,15 @@ class StackRoutes:
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         segments = [s for s in request.match_info["tail"].split("/") if s]
         stack = await self._d.queries.stack(visible_project(request), segments[0])
+        authenticated = PRINCIPAL in request
         if stack is None:
+            if not authenticated:
+                raise unauthorized("Authentication required: a valid X-Auth-Token header")
             raise not_found(f"The Stack ({segments[0]}) could not be found.")
         canonical = len(segments) > 1 and segments[1] == str(stack.stack_id) and segments[0] == stack.name
         if not canonical:
+            if not authenticated:
+                raise unauthorized("Authentication required: a valid X-Auth-Token header")
             rest = segments[2:] if len(segments) > 1 and segments[1] == str(stack.stack_id) else segments[1:]
             target = "/".join([stack_path(base_url(request), stack.name, stack.stack_id), *rest])
             if request.query_string:

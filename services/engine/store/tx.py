@@ -265,6 +265,32 @@ class Tx:
         )
         return {r["name"]: _resource(r) for r in rows}
 
+    async def resource_by_physical_id(
+        self, stack_id: StackId, physical_id: str, *, lock: bool = False
+    ) -> ResourceRow | None:
+        r = await self._c.fetchrow(
+            f"""SELECT {_RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND physical_id = $2 AND replaced_by IS NULL"""
+            + (" FOR UPDATE" if lock else ""),
+            stack_id,
+            physical_id,
+        )
+        return _resource(r) if r is not None else None
+
+    async def waiting_conditions(
+        self, stack_id: StackId, type_name: str, handle_ref: str
+    ) -> list[ResourceRow]:
+        """Rows of `type_name` whose job in flight waits on the handle `handle_ref`."""
+        rows = await self._c.fetch(
+            f"""SELECT {_RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND type = $2 AND current_job IS NOT NULL
+                  AND job_properties ->> 'handle' = $3""",
+            stack_id,
+            type_name,
+            handle_ref,
+        )
+        return [_resource(r) for r in rows]
+
     async def insert_resources(
         self,
         stack_id: StackId,

@@ -1,0 +1,399 @@
+"""The OpenAPI 3.1 document of everything the engine's HTTP app serves.
+
+`build_app` mounts the health routes, this document at `/openapi.json`, and
+the Heat v1 API. Most of the v1 API hides behind one catch-all aiohttp route
+(`StackRoutes.dispatch` walks `stacks/{name}/{id}/...` and hands resources and
+events to `resources.dispatch`), so the router alone cannot describe it: the
+paths here are written out by hand, one per sub-path the dispatchers answer,
+and tests/integration/test_openapi.py fails when the router or the
+dispatchers grow a path this document lacks. Request bodies for stacks come
+from the pydantic `StackBody` model, so the document cannot drift from what
+`parse_body` accepts; errors share Heat's JSON shape (`errors.error_body`).
+
+`openapi_document()` is pure data; `openapi_route()` serves it without a
+token, like `/healthz` (the auth middleware only guards `/v1/...`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from services.engine.api.requests import StackBody
+from services.engine.api.views import json_response
+
+Json = dict[str, Any]
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid input: the message names the problem.",
+    401: "No valid X-Auth-Token header.",
+    404: "Not found (also: another project's URL, as if nothing were there).",
+    405: "The method is not allowed on this path.",
+    409: "Conflict with the stack's current state (e.g. a duplicate name, or no template yet).",
+}
+#: Answers every /v1 operation may give, whatever its own.
+_V1_ERRORS = (400, 401, 404)
+
+
+def _ref(kind: str, name: str) -> Json:
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def _json(schema: Json, description: str) -> Json:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _object(properties: Json, *, required: tuple[str, ...] = ()) -> Json:
+    schema: Json = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+def _list_of(key: str, item: Json) -> Json:
+    return _object({key: {"type": "array", "items": item}}, required=(key,))
+
+
+def _path_param(name: str, description: str) -> Json:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string", "minLength": 1},
+    }
+
+
+def _query(name: str, schema: Json, description: str) -> Json:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+def _bool_query(name: str, description: str) -> Json:
+    return _query(name, {"type": "string", "enum": ["true", "false"]}, description)
+
+
+def _operation(
+    summary: str,
+    responses: Json,
+    *,
+    params: tuple[str, ...] = (),
+    query: tuple[Json, ...] = (),
+    body: Json | None = None,
+    errors: tuple[int, ...] = (),
+    tag: str = "stacks",
+    v1: bool = True,
+) -> Json:
+    """One operation; /v1 operations need a token and may answer 400/401/404 as Heat does."""
+    op: Json = {"summary": summary, "tags": [tag], "responses": dict(responses)}
+    parameters = [_ref("parameters", p) for p in params] + list(query)
+    if parameters:
+        op["parameters"] = parameters
+    if body is not None:
+        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+    if v1:
+        op["security"] = [{"XAuthToken": []}]
+        for code in sorted({*_V1_ERRORS, *errors}):
+            op["responses"][str(code)] = _ref("responses", f"Error{code}")
+    return op
+
+
+# -- reusable parts -----------------------------------------------------------
+
+_STACK = ("project_id", "stack_name", "stack_id")
+_RESOURCE = (*_STACK, "resource_name")
+_PAGING = (
+    _query("limit", {"type": "integer", "minimum": 0}, "At most this many items (capped at 1000)."),
+    _query("marker", {"type": "string", "format": "uuid"}, "Start after the item with this id."),
+    _query("sort_dir", {"type": "string", "enum": ["asc", "desc"]}, "Sort direction."),
+)
+_STACK_LIST_QUERY = (
+    *_PAGING,
+    _query(
+        "sort_keys",
+        {"type": "string", "enum": ["stack_name", "stack_status", "creation_time", "updated_time"]},
+        "Sort key (creation_time when absent or unknown).",
+    ),
+    _query("name", {"type": "string"}, "Only stacks with this name (repeatable)."),
+    _query("stack_name", {"type": "string"}, "Alias of name."),
+    _query("stack_status", {"type": "string"}, "Only stacks in this state, e.g. CREATE_COMPLETE."),
+    _query("status", {"type": "string"}, "Alias of stack_status."),
+    _query("id", {"type": "string", "format": "uuid"}, "Only the stack with this id (repeatable)."),
+    _bool_query("global_tenant", "Admins only: list every project's stacks."),
+    _bool_query("show_deleted", "Include deleted stacks."),
+)
+_EVENT_QUERY = (*_PAGING, _query("resource_name", {"type": "string"}, "Only this resource's events."))
+_LINKS = {"type": "array", "items": _object({"href": {"type": "string"}, "rel": {"type": "string"}})}
+_STACK_VIEW = _object(
+    {"id": {"type": "string"}, "stack_name": {"type": "string"}, "stack_status": {"type": "string"}}
+)
+_OUTPUT_VIEW = _object({"output_key": {"type": "string"}, "description": {"type": "string"}})
+_RESOURCE_VIEW = _object({"resource_name": {"type": "string"}, "resource_status": {"type": "string"}})
+_EVENT_VIEW = _object({"id": {"type": "string"}, "resource_status": {"type": "string"}})
+_ANY_OBJECT: Json = {"type": "object"}
+_ACTION_BODY: Json = {
+    "type": "object",
+    "minProperties": 1,
+    "maxProperties": 1,
+    "description": 'Exactly one action, e.g. {"check": null}; none is supported yet (400 NotSupported).',
+}
+_MARK_UNHEALTHY_BODY = _object(
+    {
+        "mark_unhealthy": {"type": "boolean"},
+        "resource_status_reason": {"type": "string", "maxLength": 1000},
+    },
+    required=("mark_unhealthy",),
+)
+_HEAT_ERROR = _object(
+    {
+        "explanation": {"type": "string"},
+        "code": {"type": "integer"},
+        "title": {"type": "string"},
+        "error": _object(
+            {"message": {"type": "string"}, "type": {"type": "string"}, "traceback": {"type": "null"}},
+            required=("message", "type", "traceback"),
+        ),
+    },
+    required=("explanation", "code", "title", "error"),
+)
+_REDIRECT = {
+    "302": {
+        "description": "Found: the stack's canonical URL, stacks/{stack_name}/{stack_id}[/sub-path].",
+        "headers": {"Location": {"schema": {"type": "string"}}},
+    }
+}
+
+
+def _components() -> Json:
+    path_params = {
+        "project_id": "The project (tenant) id; must be the token's project unless the token is admin.",
+        "stack_name": "The stack's name.",
+        "stack_id": "The stack's id (a UUID).",
+        "stack_identity": "A stack's name or id; answered with a redirect to its canonical URL.",
+        "resource_name": "The resource's logical name in the template.",
+        "event_id": "The event's id (a UUID).",
+        "output_key": "An output's name in the template.",
+        "type_name": "A resource type, e.g. OS::Heat::TestResource.",
+        "version": "A template version, e.g. heat_template_version.2016-10-14.",
+    }
+    return {
+        "securitySchemes": {"XAuthToken": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}},
+        "parameters": {name: _path_param(name, text) for name, text in path_params.items()},
+        "schemas": {"HeatError": _HEAT_ERROR, "StackBody": StackBody.model_json_schema()},
+        "responses": {
+            f"Error{code}": _json(_ref("schemas", "HeatError"), text)
+            for code, text in _ERROR_DESCRIPTIONS.items()
+        },
+    }
+
+
+def _service_paths() -> Json:
+    def plain(summary: str, description: str, content_type: str = "application/json") -> Json:
+        ok = {"description": description, "content": {content_type: {"schema": {}}}}
+        return {"get": _operation(summary, {"200": ok}, tag="service", v1=False)}
+
+    ready = plain("Readiness: every named check is true", "Ready.")
+    ready["get"]["responses"]["503"] = _json(_ANY_OBJECT, "Not ready, naming the failing checks.")
+    return {
+        "/healthz": plain("Liveness: the event loop answers", "Alive."),
+        "/readyz": ready,
+        "/metrics": plain("Prometheus metrics", "Text exposition format.", "text/plain"),
+        "/openapi.json": plain("This document", "The OpenAPI document."),
+    }
+
+
+def _catalog_paths() -> Json:
+    def get(summary: str, ok: Json, *, params: tuple[str, ...], query: tuple[Json, ...] = ()) -> Json:
+        return {
+            "get": _operation(summary, {"200": _json(ok, "OK.")}, params=params, query=query, tag="catalog")
+        }
+
+    v1 = "/v1/{project_id}"
+    return {
+        f"{v1}/resource_types": get(
+            "List resource types",
+            _list_of("resource_types", {}),
+            params=("project_id",),
+            query=(
+                _query("name", {"type": "string"}, "Only types whose name contains this text."),
+                _bool_query("with_description", "Give each type's description too."),
+            ),
+        ),
+        f"{v1}/resource_types/{{type_name}}": get(
+            "Show a resource type's schema", _ANY_OBJECT, params=("project_id", "type_name")
+        ),
+        f"{v1}/resource_types/{{type_name}}/template": get(
+            "A template using a resource type",
+            _ANY_OBJECT,
+            params=("project_id", "type_name"),
+            query=(_query("template_type", {"type": "string", "enum": ["hot"]}, "Only hot is produced."),),
+        ),
+        f"{v1}/template_versions": get(
+            "List template versions", _list_of("template_versions", _ANY_OBJECT), params=("project_id",)
+        ),
+        f"{v1}/template_versions/{{version}}/functions": get(
+            "List a template version's functions",
+            _list_of("template_functions", _ANY_OBJECT),
+            params=("project_id", "version"),
+            query=(_bool_query("with_condition_func", "Include the condition functions."),),
+        ),
+        f"{v1}/validate": {
+            "post": _operation(
+                "Validate a template",
+                {"200": _json(_ANY_OBJECT, "Its description and parameters.")},
+                params=("project_id",),
+                body=_ref("schemas", "StackBody"),
+                tag="catalog",
+            )
+        },
+    }
+
+
+def _stack_paths() -> Json:
+    stacks = "/v1/{project_id}/stacks"
+    one = f"{stacks}/{{stack_name}}/{{stack_id}}"
+    body = _ref("schemas", "StackBody")
+    accepted = {"202": {"description": "Accepted: the update runs in the background."}}
+
+    def get(
+        summary: str, ok: Json, *, params: tuple[str, ...] = _STACK, errors: tuple[int, ...] = ()
+    ) -> Json:
+        return {"get": _operation(summary, {"200": _json(ok, "OK.")}, params=params, errors=errors)}
+
+    redirect = {
+        method: _operation(
+            f"{method.upper()} by name or id alone", _REDIRECT, params=(*_STACK[:1], "stack_identity")
+        )
+        for method in ("get", "put", "patch", "delete")
+    }
+    return {
+        stacks: {
+            "get": _operation(
+                "List stacks",
+                {"200": _json(_list_of("stacks", _STACK_VIEW), "OK.")},
+                params=("project_id",),
+                query=_STACK_LIST_QUERY,
+            ),
+            "post": _operation(
+                "Create a stack",
+                {
+                    "201": {
+                        **_json(
+                            _object({"stack": _object({"id": {"type": "string"}, "links": _LINKS})}),
+                            "Created.",
+                        ),
+                        "headers": {"Location": {"schema": {"type": "string"}}},
+                    }
+                },
+                params=("project_id",),
+                body=body,
+                errors=(409,),
+            ),
+        },
+        f"{stacks}/{{stack_identity}}": redirect,
+        one: {
+            "get": _operation(
+                "Show a stack", {"200": _json(_object({"stack": _STACK_VIEW}), "OK.")}, params=_STACK
+            ),
+            "put": _operation("Update a stack", accepted, params=_STACK, body=body, errors=(409,)),
+            "patch": _operation(
+                "Update a stack, keeping what is omitted", accepted, params=_STACK, body=body, errors=(409,)
+            ),
+            "delete": _operation(
+                "Delete a stack", {"204": {"description": "Deleting."}}, params=_STACK, errors=(409,)
+            ),
+        },
+        f"{one}/template": get("The current template", _ANY_OBJECT, errors=(409,)),
+        f"{one}/environment": get("The current environment", _ANY_OBJECT, errors=(409,)),
+        f"{one}/files": get("The current files", _ANY_OBJECT, errors=(409,)),
+        f"{one}/outputs": get("List outputs", _list_of("outputs", _OUTPUT_VIEW)),
+        f"{one}/outputs/{{output_key}}": get(
+            "Show an output", _object({"output": _ANY_OBJECT}), params=(*_STACK, "output_key")
+        ),
+        f"{one}/actions": {
+            "post": _operation(
+                "Run a stack action (none is supported yet)", {}, params=_STACK, body=_ACTION_BODY
+            )
+        },
+        **_resource_paths(one, get),
+    }
+
+
+def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
+    resource = f"{one}/resources/{{resource_name}}"
+    events = _list_of("events", _EVENT_VIEW)
+    event = _object({"event": _EVENT_VIEW})
+    return {
+        f"{one}/resources": {
+            "get": _operation(
+                "List resources",
+                {"200": _json(_list_of("resources", _RESOURCE_VIEW), "OK.")},
+                params=_STACK,
+                query=(
+                    _query("type", {"type": "string"}, "Only resources of this type (repeatable)."),
+                    _query("name", {"type": "string"}, "Only resources of this name (repeatable)."),
+                    _query("status", {"type": "string"}, "Only resources in this status (repeatable)."),
+                ),
+            )
+        },
+        resource: {
+            **get("Show a resource", _object({"resource": _RESOURCE_VIEW}), params=_RESOURCE),
+            "patch": _operation(
+                "Mark a resource unhealthy (or healthy again)",
+                {"200": _json(_ANY_OBJECT, "Marked.")},
+                params=_RESOURCE,
+                body=_MARK_UNHEALTHY_BODY,
+            ),
+        },
+        f"{resource}/metadata": get(
+            "A resource's metadata", _object({"metadata": _ANY_OBJECT}), params=_RESOURCE
+        ),
+        f"{resource}/signal": {
+            "post": _operation(
+                "Signal a resource (no built-in type accepts signals yet)",
+                {},
+                params=_RESOURCE,
+                body=_ANY_OBJECT,
+            )
+        },
+        f"{resource}/events": {
+            "get": _operation(
+                "List a resource's events", {"200": _json(events, "OK.")}, params=_RESOURCE, query=_PAGING
+            )
+        },
+        f"{resource}/events/{{event_id}}": get("Show an event", event, params=(*_RESOURCE, "event_id")),
+        f"{one}/events": {
+            "get": _operation("List events", {"200": _json(events, "OK.")}, params=_STACK, query=_EVENT_QUERY)
+        },
+        f"{one}/events/{{event_id}}": get("Show an event", event, params=(*_STACK, "event_id")),
+    }
+
+
+def openapi_document() -> Json:
+    """The whole document, rebuilt on each call (it is small); pure."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Converge engine API",
+            "version": "1",
+            "description": "OpenStack Heat v1 compatible orchestration API, plus health and metrics.",
+        },
+        "tags": [
+            {"name": "service", "description": "Health, readiness, metrics and this document."},
+            {"name": "stacks", "description": "Stacks, their resources, events and outputs."},
+            {"name": "catalog", "description": "Resource types, template versions, validation."},
+        ],
+        "paths": {**_service_paths(), **_stack_paths(), **_catalog_paths()},
+        "components": _components(),
+    }
+
+
+def openapi_route() -> web.RouteDef:
+    """GET /openapi.json, needing no token."""
+    document = openapi_document()
+
+    async def serve(_: web.Request) -> web.Response:
+        return json_response(document)
+
+    return web.get("/openapi.json", serve)

@@ -1,0 +1,128 @@
+"""Signals to resources: wait-condition handles and the conditions they complete.
+
+Where it sits: `POST .../resources/{name}/signal` (API) calls `Signals.signal`.
+For an `OS::Heat::WaitConditionHandle` the normalised signal is appended to
+the handle's row, and every `OS::Heat::WaitCondition` waiting on that handle
+is evaluated with the plugin's pure `evaluate`; a decided condition gets a
+`JobResult` through the outbox, so the ordinary result path records it and
+propagates. The same evaluation runs when a condition starts waiting
+(`condition_result`), for signals that arrived first. The condition's
+timeout is enforced by the observer watching it; whichever outcome arrives
+second is stale and ignored.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from services.engine.core.model import ResourceRow, StackId
+from services.engine.effects import Effects
+from services.engine.outbox import Outbox
+from services.engine.store import Store
+from services.engine.store.tx import Tx
+from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
+from shared.plugins.base import ObservedState
+from shared.plugins.builtin.common import split_pending
+from shared.plugins.builtin.wait_condition import WaitSignal, evaluate, normalise_signal
+from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
+
+HANDLE = "OS::Heat::WaitConditionHandle"
+CONDITION = "OS::Heat::WaitCondition"
+MAX_SIGNALS = 1000
+
+
+class SignalRefused(InvalidInput):
+    """The resource does not take signals, or the signal is malformed."""
+
+
+class Unauthorized(PermanentError):
+    """The signal's token is not the handle's (nor a project token)."""
+
+
+def stored_signals(handle: ResourceRow) -> list[WaitSignal]:
+    raw = handle.attributes.get("signals") or []
+    return [WaitSignal(s["status"], s["reason"], s.get("data"), s.get("id")) for s in raw]
+
+
+def condition_result(condition: ResourceRow, handle: ResourceRow, *, now: float) -> JobResult | None:
+    """The waiting condition's outcome from the handle's signals, or None while undecided."""
+    if condition.current_job is None or condition.physical_id is None:
+        return None
+    props = condition.job_properties or {}
+    base, pending = split_pending(condition.physical_id)
+    observation = evaluate(
+        stored_signals(handle),
+        count=int(props.get("count", 1)),
+        now=now,
+        timeout_at=pending.ready_at if pending is not None else math.inf,
+    )
+    if observation.state is ObservedState.IN_PROGRESS:
+        return None
+    if observation.state is ObservedState.FAILED and now >= (pending.ready_at if pending else math.inf):
+        return None  # a timeout is the observer's to report
+    ok = observation.state is ObservedState.READY
+    action = JobAction.UPDATE if condition.action.value == "UPDATE" else JobAction.CREATE
+    return JobResult(
+        id=f"{condition.current_job}:signalled",
+        job_id=condition.current_job,
+        stack_id=str(condition.stack_id),
+        traversal_id=str(condition.traversal_id),
+        resource_id=condition.resource_id,
+        resource_name=condition.name,
+        action=action,
+        outcome=JobOutcome.COMPLETE if ok else JobOutcome.FAILED,
+        physical_id=base if ok else condition.physical_id,
+        attributes=dict(observation.attributes),
+        reason="" if ok else f"Resource {action.value.upper()} failed: {observation.reason}",
+    )
+
+
+async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceRow, fx: Effects) -> None:
+    """Queue the outcome of every condition waiting on `handle` that its signals decide."""
+    if handle.physical_id is None:
+        return
+    for condition in await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id):
+        result = condition_result(condition, handle, now=time.time())
+        if result is not None:
+            fx.emit(ENGINE_QUEUE, result)
+
+
+class Signals:
+    def __init__(self, *, store: Store, outbox: Outbox) -> None:
+        self._store = store
+        self._outbox = outbox
+
+    async def signal(
+        self, stack_id: StackId, name: str, data: Mapping[str, Any], *, token: str, project_token_ok: bool
+    ) -> None:
+        fx = Effects()
+        async with self._store.transaction() as tx:
+            rows = await tx.current_resources(stack_id, [name])
+            handle = rows.get(name)
+            if handle is None:
+                raise NotFound(f"The Resource ({name}) could not be found.")
+            expected = handle.attributes.get("token") if handle.type == HANDLE else None
+            token_ok = isinstance(expected, str) and hmac.compare_digest(expected.encode(), token.encode())
+            if not (token_ok or project_token_ok):
+                raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
+            if handle.type != HANDLE:
+                raise SignalRefused(
+                    f"Signal resource during {handle.action.value}: {handle.type} does not accept signals"
+                )
+            signals = list(handle.attributes.get("signals") or [])
+            if len(signals) >= MAX_SIGNALS:
+                raise SignalRefused(f"{name} has received the maximum of {MAX_SIGNALS} signals")
+            received = normalise_signal(data, number=len(signals) + 1)
+            attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
+            if not await tx.update_resource(handle, attributes=attributes):
+                raise ConflictError(f"{name} changed while signalling; retry")
+            fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
+            updated = await tx.resource(handle.resource_id)
+            assert updated is not None
+            await settle_waiting_conditions(tx, stack_id, updated, fx)
+            ids = await fx.commit(tx)
+        await self._outbox.publish(ids, fx.messages)
