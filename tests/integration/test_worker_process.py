@@ -42,6 +42,7 @@ async def start_worker(amqp_url: str, queue_prefix: str) -> AsyncIterator[StartW
             "CONVERGE_QUEUE_PREFIX": queue_prefix,
             "CONVERGE_HEALTH_PORT": str(port),
             "CONVERGE_HTTP_ALLOWED_HOSTS": "127.0.0.1",
+            "CONVERGE_PUBLIC_API_URL": "http://converge.example:8004",
         }
         process = await ServiceProcess(["converge-worker"], env).start()
         started.append(process)
@@ -151,6 +152,16 @@ async def test_simple_builtin_types_run_in_a_worker(start_worker: StartWorker, e
     assert value.attributes["value"] == {"k": 1}
     random_string = await engine.run("OS::Heat::RandomString", JobAction.CREATE, properties={"length": 12})
     assert len(random_string.attributes["value"]) == 12
+    handle = await engine.run("OS::Heat::WaitConditionHandle", JobAction.CREATE, name="h")
+    assert (
+        handle.attributes["endpoint"]
+        == "http://converge.example:8004/v1/p/stacks/demo/s-1/resources/h/signal"
+    )
+    assert handle.attributes["token"]
+    waiting = await engine.run(
+        "OS::Heat::WaitCondition", JobAction.CREATE, properties={"handle": handle.physical_id, "timeout": 60}
+    )
+    assert waiting.outcome is JobOutcome.IN_PROGRESS, "the engine completes it from the handle's signals"
     unknown = await engine.run("No::Such::Type", JobAction.CREATE)
     assert unknown.outcome is JobOutcome.FAILED
     assert "unknown resource type 'No::Such::Type'" in unknown.reason
