@@ -2,7 +2,8 @@
 
 Items live in `FakeApi.items`; tests change them directly (e.g. flip a status
 to ACTIVE) instead of waiting. Every request is recorded in `FakeApi.seen`.
-Like real APIs it honours `Idempotency-Key`: a repeated POST with a key it has
+A body with `"fail": true` is refused (400, "<_name> was told to fail"), for
+failure scenarios. Like real APIs it honours `Idempotency-Key`: a repeated POST with a key it has
 seen returns the item that key created. `create_gate`, when set, holds every
 POST open until the test releases it (to kill a worker mid-request).
 """
@@ -37,6 +38,7 @@ class FakeApi:
     by_key: dict[str, str] = field(default_factory=dict)
     create_gate: asyncio.Event | None = None
     posts_started: int = 0
+    created: list[str] = field(default_factory=list)  # ids of items ever created
 
     @property
     def base(self) -> str:
@@ -55,7 +57,10 @@ class FakeApi:
         key = request.headers.get("Idempotency-Key")
         if key is not None and key in self.by_key and self.by_key[key] in self.items:
             return web.json_response(self.items[self.by_key[key]], status=200)
+        if isinstance(body, dict) and body.get("fail") is True:
+            return web.json_response({"message": f"{body.get('_name')} was told to fail"}, status=400)
         item_id = f"it-{self.next_id}"
+        self.created.append(item_id)
         if key is not None:
             self.by_key[key] = item_id
         self.next_id += 1
@@ -71,6 +76,8 @@ class FakeApi:
 
     async def put(self, request: web.Request) -> web.Response:
         body = await self._record(request)
+        if isinstance(body, dict) and body.get("fail") is True:
+            return web.json_response({"message": f"{body.get('_name')} was told to fail"}, status=400)
         item = self.items[request.match_info["id"]]
         self.items[item["id"]] = {**body, "id": item["id"], "status": item["status"]}
         return web.json_response(self.items[item["id"]])

@@ -1,0 +1,44 @@
+"""What a scenario needs from a running Converge, whatever runs it.
+
+`Harness` is met by the in-process Converge (tests/support/convergence.py)
+and by the distributed one (tests/support/distributed.py); `WorldView` is
+the real world a scenario checks: which real resources exist, by name, with
+what properties.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import asyncpg
+
+from tests.support.world import Real
+
+
+class WorldView(Protocol):
+    @property
+    def live(self) -> Mapping[str, Any]: ...
+
+    @property
+    def created(self) -> int: ...
+
+    def by_name(self) -> dict[str, list[Real]]: ...
+
+
+class Harness(Protocol):
+    @property
+    def world(self) -> WorldView: ...
+
+    async def create(self, name: str, template: Mapping[str, Any], **params: Any) -> uuid.UUID: ...
+
+    async def update(self, stack_id: uuid.UUID, template: Mapping[str, Any], **params: Any) -> None: ...
+
+    async def delete(self, stack_id: uuid.UUID) -> None: ...
+
+    async def settled(self, stack_id: uuid.UUID, *, timeout: float = 30) -> tuple[str, str, str]: ...
+
+    async def rows(self, stack_id: uuid.UUID) -> list[asyncpg.Record]: ...
+
+    async def events(self, stack_id: uuid.UUID) -> list[asyncpg.Record]: ...
