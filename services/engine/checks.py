@@ -239,7 +239,7 @@ class Convergence:
         if decision is Cleanup.KEEP:
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision is Cleanup.FORGET:
-            await tx.delete_resource(row.resource_id)
+            await self._delete(tx, row)
             if row.exists:
                 fx.event(
                     stack.stack_id,
@@ -396,7 +396,7 @@ class Convergence:
                 await self._wake_waiting(row, fx)
             return
         if res.action is JobAction.DELETE:
-            await tx.delete_resource(row.resource_id)
+            await self._delete(tx, row)
         else:
             await self._update(
                 tx,
@@ -446,7 +446,7 @@ class Convergence:
         for dependent in finished.synced:
             if await tx.satisfy(traversal, dependent, node):
                 fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
-        if finished.remaining == 0:
+        if await tx.count_down(traversal) == 0:
             action = stack.action
             deleted = action is Action.DELETE
             reason = f"Stack {action.value} completed successfully"
@@ -475,6 +475,10 @@ class Convergence:
         if await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
             fx.stack_event(stack, stack.action.value, "FAILED", reason)
             log.info("stack_failed", action=stack.action.value, reason=reason)
+
+    async def _delete(self, tx: Tx, row: ResourceRow) -> None:
+        if not await tx.delete_resource(row):
+            raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")
 
     async def _update(self, tx: Tx, row: ResourceRow, **changes: Any) -> None:
         if not await tx.update_resource(row, **changes):

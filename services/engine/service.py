@@ -83,6 +83,7 @@ class EngineService:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever())
+        self._supervisor.spawn("janitor", self._janitor())
 
     async def _heartbeat(self) -> None:
         while True:
@@ -91,6 +92,17 @@ class EngineService:
                 await self.store.heartbeat(self.engine_id)
             except StoreUnavailable as exc:
                 log.warning("heartbeat_failed", error=str(exc))
+
+    async def _janitor(self, *, every: float = 60.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                traversals, inbox = await self.store.prune()
+            except StoreUnavailable as exc:
+                log.warning("prune_failed", error=str(exc))
+                continue
+            if traversals or inbox:
+                log.info("pruned", traversals=traversals, inbox=inbox)
 
     async def stop(self) -> None:
         try:

@@ -226,3 +226,65 @@ SCENARIOS = [
     asynchronous_actions_are_finished_by_an_observer,
     retained_resources_stay_and_external_ids_are_adopted,
 ]
+
+
+def slow(value: str, *, seconds: float = 0.15, **extra: Any) -> dict[str, Any]:
+    """A TestResource whose create/update/delete each take `seconds` (an observer finishes them)."""
+    waits = {"create": seconds, "update": seconds, "delete": seconds}
+    return {
+        "type": "OS::Heat::TestResource",
+        "properties": {"value": value, "action_wait_secs": waits, **extra},
+    }
+
+
+async def an_update_during_a_create_takes_over_and_creates_nothing_twice(cv: Harness) -> None:
+    first = hot({"s1": slow("a"), "s2": slow("a"), "t": thing(value={"get_attr": ["s1", "output"]})})
+    stack = await cv.create("s", first)
+    second = hot({"s1": slow("b"), "u": thing(value={"get_attr": ["s1", "output"]})})
+    await cv.update(stack, second)
+    assert await cv.settled(stack) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+    assert_world_matches(cv.world, {"u": {"value": "b"}})
+    assert sorted(r["name"] for r in await cv.rows(stack)) == ["s1", "u"]
+
+
+async def three_updates_in_quick_succession_end_in_the_last(cv: Harness) -> None:
+    stack = await cv.create("s", hot({"s": slow("0"), "t": thing(value={"get_attr": ["s", "output"]})}))
+    await cv.settled(stack)
+    for value in ("1", "2", "3"):
+        await cv.update(stack, hot({"s": slow(value), "t": thing(value={"get_attr": ["s", "output"]})}))
+    assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
+    assert_world_matches(cv.world, {"t": {"value": "3"}})
+    assert cv.world.created == 1
+
+
+async def a_delete_during_a_create_leaves_nothing(cv: Harness) -> None:
+    stack = await cv.create("s", hot({"s": slow("a"), "t": thing(ref={"get_resource": "s"}), "x": thing()}))
+    await cv.delete(stack)
+    assert (await cv.settled(stack))[:2] == ("DELETE", "COMPLETE")
+    assert cv.world.live == {}
+    assert await cv.rows(stack) == []
+
+
+async def an_update_inverting_dependencies_preempts_a_running_update(cv: Harness) -> None:
+    stack = await cv.create(
+        "s", hot({"x": thing(value="x"), "y": thing(ref={"get_resource": "x"}), "w": slow("0")})
+    )
+    await cv.settled(stack)
+    await cv.update(
+        stack, hot({"x": thing(value="x2"), "y": thing(ref={"get_resource": "x"}), "w": slow("1")})
+    )
+    inverted = hot(
+        {"y": thing(value="y", size=3), "x": thing(ref={"get_resource": "y"}, size=4), "w": slow("2")}
+    )
+    await cv.update(stack, inverted)
+    assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
+    y = cv.world.by_name()["y"][0].physical_id
+    assert_world_matches(cv.world, {"y": {"size": 3}, "x": {"ref": y, "size": 4}})
+
+
+SCENARIOS += [
+    an_update_during_a_create_takes_over_and_creates_nothing_twice,
+    three_updates_in_quick_succession_end_in_the_last,
+    a_delete_during_a_create_leaves_nothing,
+    an_update_inverting_dependencies_preempts_a_running_update,
+]

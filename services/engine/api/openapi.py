@@ -103,6 +103,7 @@ def _operation(
 
 _STACK = ("project_id", "stack_name", "stack_id")
 _RESOURCE = (*_STACK, "resource_name")
+_IDENTITY = ("project_id", "stack_identity")
 _PAGING = (
     _query("limit", {"type": "integer", "minimum": 0}, "At most this many items (capped at 1000)."),
     _query("marker", {"type": "string", "format": "uuid"}, "Start after the item with this id."),
@@ -138,6 +139,14 @@ _ACTION_BODY: Json = {
     "maxProperties": 1,
     "description": 'Exactly one action, e.g. {"check": null}; none is supported yet (400 NotSupported).',
 }
+_SIGNAL_BODY = _object(
+    {
+        "status": {"type": "string", "enum": ["SUCCESS", "FAILURE"]},
+        "reason": {"type": "string"},
+        "data": {"description": "Any JSON value."},
+        "id": {"type": ["string", "integer"]},
+    }
+)
 _MARK_UNHEALTHY_BODY = _object(
     {
         "mark_unhealthy": {"type": "boolean"},
@@ -261,10 +270,8 @@ def _stack_paths() -> Json:
     ) -> Json:
         return {"get": _operation(summary, {"200": _json(ok, "OK.")}, params=params, errors=errors)}
 
-    redirect = {
-        method: _operation(
-            f"{method.upper()} by name or id alone", _REDIRECT, params=(*_STACK[:1], "stack_identity")
-        )
+    redirect = {  # also with any sub-path after the name or id: the redirect keeps it
+        method: _operation(f"{method.upper()} by name or id alone", _REDIRECT, params=_IDENTITY)
         for method in ("get", "put", "patch", "delete")
     }
     return {
@@ -351,10 +358,11 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
         ),
         f"{resource}/signal": {
             "post": _operation(
-                "Signal a resource (no built-in type accepts signals yet)",
-                {},
+                "Signal a wait-condition handle; the X-Auth-Token may be the handle's own token",
+                {"200": {"description": "Signalled."}},
                 params=_RESOURCE,
-                body=_ANY_OBJECT,
+                body=_SIGNAL_BODY,
+                errors=(409,),
             )
         },
         f"{resource}/events": {

@@ -1,11 +1,16 @@
 """Request bodies of the Heat v1 API, validated at the boundary (pydantic).
 
 A bad body is a 400 naming the field; templates and environments may be
-given as objects or as YAML/JSON text.
+given as objects or as YAML/JSON text. Everything a request carries ends up
+in PostgreSQL text or jsonb columns, which cannot hold a NUL character, an
+unpaired surrogate or a non-finite number (NaN, Infinity, 1e400): those are
+refused here as 400 rather than failing later in the store as a 500.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -53,19 +58,72 @@ class StackBody(BaseModel):
 
 def _document(source: dict[str, Any] | str, what: str) -> dict[str, Any]:
     try:
-        return load_document(source, limits=DEFAULT_LIMITS, what=what)
+        document = load_document(source, limits=DEFAULT_LIMITS, what=what)
     except DocumentError as exc:
         raise InvalidInput(str(exc), path=what) from exc
+    check_storable(document, what)  # YAML text may hold "\0" escapes or .inf / .nan
+    return document
+
+
+def storable_text(text: str) -> bool:
+    """Whether PostgreSQL can store (or compare with) `text`."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate, e.g. from the JSON "\ud800"
+        return False
+    return True
+
+
+def check_storable(value: Any, where: str) -> None:
+    """Refuse (InvalidInput naming the place) what text and jsonb columns cannot hold."""
+    pending: list[tuple[Any, str]] = [(value, where)]
+    while pending:  # iterative: parsed JSON may be nested as deep as the parser allowed
+        item, path = pending.pop()
+        if isinstance(item, str) and not storable_text(item):
+            raise InvalidInput("NUL characters and unpaired surrogates are not allowed", path=path)
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput("numbers must be finite (no NaN or Infinity)", path=path)
+        if isinstance(item, dict):
+            for key, child in item.items():
+                pending.append((key, path))
+                named = f"{path}.{key}" if path else str(key)
+                pending.append((child, named if storable_text(str(key)) else path))
+        elif isinstance(item, list):
+            pending.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+
+
+def query_values(request: web.Request, names: Iterable[str]) -> list[str]:
+    """Every value of the query parameters `names`, in order; 400 if one cannot be stored."""
+    values = [v for name in names for v in request.query.getall(name, [])]
+    for value in values:
+        if not storable_text(value):
+            raise InvalidInput("NUL characters are not allowed in query parameters", path="query")
+    return values
+
+
+async def read_json(request: web.Request) -> Any:
+    """The request's JSON body (None when there is none), checked by `check_storable`."""
+    if not request.can_read_body:
+        return None
+    try:
+        data = await request.json()
+    except RecursionError as exc:  # the decoder's own depth limit; 2 MiB of "[" reaches it
+        raise InvalidInput("the request body is nested too deeply") from exc
+    except ValueError as exc:  # also UnicodeDecodeError: the body is not UTF-8
+        raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
+    check_storable(data, "")
+    return data
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
 async def parse_body(request: web.Request, model: type[M]) -> M:
-    try:
-        data = await request.json() if request.can_read_body else {}
-    except ValueError as exc:
-        raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
+    data = await read_json(request)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise InvalidInput("the request body must be a JSON object")
     try:

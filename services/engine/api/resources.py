@@ -11,6 +11,7 @@ from aiohttp import web
 from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
+from services.engine.api.requests import query_values, read_json, storable_text
 from services.engine.api.views import event_view, json_response, resource_view
 from services.engine.core.model import StackId
 from services.engine.signals import Unauthorized
@@ -58,10 +59,9 @@ async def dispatch(
 
 
 async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
-    try:
-        data = await request.json() if request.can_read_body else {}
-    except ValueError as exc:
-        raise bad_request(f"the signal body is not valid JSON: {exc}") from exc
+    if not storable_text(name):  # no resource name holds a NUL, and PostgreSQL cannot compare one
+        raise not_found(f"The Resource ({name}) could not be found.")
+    data = await read_json(request)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -98,7 +98,7 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
 async def mark_unhealthy(
     deps: ApiDeps, request: web.Request, stack: StackView, resource_id: int, name: str
 ) -> web.Response:
-    body = await request.json() if request.can_read_body else {}
+    body = await read_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("mark_unhealthy"), bool):
         raise bad_request("mark_unhealthy (true or false) is required")
     reason = body.get("resource_status_reason", "")
@@ -118,7 +118,7 @@ async def events(deps: ApiDeps, request: web.Request, stack: StackView, resource
     sort_dir = "desc" if q.get("sort_dir", "asc") == "desc" else "asc"
     rows = await deps.queries.events(
         stack.stack_id,
-        resource_name=resource or q.get("resource_name"),
+        resource_name=resource or next(iter(query_values(request, ("resource_name",))), None),
         limit=limit,
         marker=marker,
         sort_dir=sort_dir,

@@ -17,7 +17,7 @@ from services.engine.api import resources as resource_routes
 from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
-from services.engine.api.requests import StackBody, parse_body
+from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
 from services.engine.core.model import StackId
 from services.engine.operations import Goal
@@ -31,9 +31,17 @@ def base_url(request: web.Request) -> str:
     return f"{request.url.origin()}/v1/{request.match_info['project']}"
 
 
+def url_project(request: web.Request) -> str:
+    """The URL's project; one no project id can be (only an admin gets this far with it) is 404."""
+    project = request.match_info["project"]
+    if not storable_text(project):
+        raise not_found("The resource could not be found.")
+    return project
+
+
 def visible_project(request: web.Request) -> str | None:
     """The project whose stacks this request may see (None: all, for admins)."""
-    project = request.match_info["project"]
+    project = url_project(request)
     principal = request.get(PRINCIPAL)
     return None if principal is not None and principal.admin and project != principal.project_id else project
 
@@ -62,9 +70,9 @@ class StackRoutes:
             raise bad_request(f"bad paging parameter: {exc}") from exc
         stacks = await self._d.queries.stacks(
             StackFilter(
-                project_id=None if everyone else request.match_info["project"],
-                names=q.getall("name", []) + q.getall("stack_name", []),
-                statuses=q.getall("stack_status", []) + q.getall("status", []),
+                project_id=None if everyone else url_project(request),
+                names=query_values(request, ("name", "stack_name")),
+                statuses=query_values(request, ("stack_status", "status")),
                 ids=[uuid.UUID(i) for i in q.getall("id", []) if _is_uuid(i)],
                 show_deleted=q.get("show_deleted", "").lower() == "true",
                 sort_key=q.get("sort_keys", "creation_time"),
@@ -83,7 +91,7 @@ class StackRoutes:
         template = body.template_document()
         if template is None:
             raise bad_request("a template is required")
-        project = request.match_info["project"]
+        project = url_project(request)
         if await self._d.queries.count_stacks(project) >= self._d.quotas.stacks_per_project:
             raise bad_request(
                 f"quota exceeded: at most {self._d.quotas.stacks_per_project} stacks per project"
@@ -107,12 +115,14 @@ class StackRoutes:
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         segments = [s for s in request.match_info["tail"].split("/") if s]
-        stack = await self._d.queries.stack(visible_project(request), segments[0])
+        # "stacks//" has no name; no stack name can hold a NUL (and PostgreSQL cannot compare one)
+        ident = segments[0] if segments and storable_text(segments[0]) else None
+        stack = await self._d.queries.stack(visible_project(request), ident) if ident else None
         authenticated = PRINCIPAL in request
         if stack is None:
             if not authenticated:
                 raise unauthorized("Authentication required: a valid X-Auth-Token header")
-            raise not_found(f"The Stack ({segments[0]}) could not be found.")
+            raise not_found(f"The Stack ({ident or ''}) could not be found.")
         canonical = len(segments) > 1 and segments[1] == str(stack.stack_id) and segments[0] == stack.name
         if not canonical:
             if not authenticated:
@@ -210,10 +220,7 @@ class StackRoutes:
         return json_response({"output": output_view(key, outputs[key])})
 
     async def action(self, request: web.Request, stack: StackView) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError as exc:
-            raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+        body = await read_json(request)
         if not isinstance(body, dict) or len(body) != 1:
             raise bad_request('an action body has exactly one key, e.g. {"check": null}')
         (name,) = body

@@ -58,7 +58,7 @@ class Store:
                 yield Tx(conn)
         except _CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
-        except asyncpg.exceptions.SerializationError as exc:
+        except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:
             raise ConflictError(f"concurrent update: {exc}") from exc
 
     async def ping(self) -> bool:
@@ -81,6 +81,23 @@ class Store:
 
     async def unregister_engine(self, engine_id: uuid.UUID) -> None:
         await self._execute("DELETE FROM engines WHERE engine_id = $1", engine_id)
+
+    async def prune(self, *, inbox_days: float = 1.0, traversal_minutes: float = 1.0) -> tuple[int, int]:
+        """Drop superseded traversal graphs and old inbox ids; (traversals, inbox rows) removed.
+
+        A superseded traversal is kept a little while: checks of it may still
+        be committing, and they stop quietly once its rows are gone.
+        """
+        traversals = await self._pool.execute(
+            """DELETE FROM traversals t USING stacks s
+               WHERE t.stack_id = s.stack_id AND t.traversal_id IS DISTINCT FROM s.current_traversal
+                 AND t.created_at < now() - make_interval(mins => $1)""",
+            traversal_minutes,
+        )
+        inbox = await self._pool.execute(
+            "DELETE FROM inbox WHERE processed_at < now() - make_interval(secs => $1 * 86400.0)", inbox_days
+        )
+        return int(traversals.split()[-1]), int(inbox.split()[-1])
 
     async def live_engines(self, *, within_seconds: float) -> list[uuid.UUID]:
         rows = await self._fetch(

@@ -92,7 +92,6 @@ class NodeState:
 
 @dataclass(frozen=True)
 class FinishedNode:
-    remaining: int  # nodes of the traversal not yet done
     direct: tuple[Node, ...]  # dependents to trigger now
     synced: tuple[Node, ...]  # dependents that are sync points
 
@@ -329,16 +328,22 @@ class Tx:
         )
         return r is not None
 
-    async def delete_resource(self, resource_id: ResourceId) -> None:
-        await self._c.execute("DELETE FROM resources WHERE resource_id = $1", resource_id)
+    async def delete_resource(self, row: ResourceRow) -> bool:
+        """Compare-and-swap delete: False if the row changed since it was read."""
+        r = await self._c.fetchval(
+            "DELETE FROM resources WHERE resource_id = $1 AND version = $2 RETURNING 1",
+            row.resource_id,
+            row.version,
+        )
+        return r is not None
 
     # -- traversal graph ------------------------------------------------------
 
     async def start_traversal(
         self, stack_id: StackId, traversal: TraversalId, graph: Mapping[Node, GraphNode]
     ) -> None:
-        """Replace the stack's stored graph with `graph` for `traversal`."""
-        await self._c.execute("DELETE FROM traversals WHERE stack_id = $1", stack_id)
+        """Store the graph of `traversal`. Older traversals of the stack are left
+        alone (checks of them may still be committing) and pruned later."""
         await self._c.execute(
             "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, $3)",
             traversal,
@@ -381,7 +386,12 @@ class Tx:
         return bool(r)
 
     async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
-        """Mark `node` done; None if it was done already (a duplicate report)."""
+        """Mark `node` done; None if it was done already (a duplicate report).
+
+        Callers report the dependents next and count the traversal down last
+        (`count_down`), so row locks are always taken in the order node ->
+        dependents -> traversal -> stack.
+        """
         r = await self._c.fetchrow(
             """UPDATE traversal_nodes SET done = true
                WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced""",
@@ -390,11 +400,15 @@ class Tx:
         )
         if r is None:
             return None
+        return FinishedNode(tuple(r["direct"]), tuple(r["synced"]))
+
+    async def count_down(self, traversal: TraversalId) -> int:
+        """One more node of `traversal` is done; the number still to do."""
         remaining: int = await self._c.fetchval(
             "UPDATE traversals SET remaining = remaining - 1 WHERE traversal_id = $1 RETURNING remaining",
             traversal,
         )
-        return FinishedNode(remaining, tuple(r["direct"]), tuple(r["synced"]))
+        return remaining
 
     async def unfinished_nodes(self, traversal: TraversalId, *, limit: int = 20) -> list[Node]:
         rows = await self._c.fetch(
