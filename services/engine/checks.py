@@ -30,6 +30,7 @@ from services.engine.core.model import (
     StackRow,
     Status,
     TraversalId,
+    forward,
     is_forward,
     resource_of,
 )
@@ -41,6 +42,7 @@ from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import ResolutionError, ResourceData, resolve_properties
+from services.engine.traversal import fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
 from shared.messages import Codec, Message
@@ -190,7 +192,8 @@ class Convergence:
             )
         else:
             action = JobAction.CREATE if decision.kind is Forward.CREATE else JobAction.UPDATE
-            await self._update(tx, row, type=goal.type, **adopt)
+            # The template is adopted when the action succeeds (see _result), not now.
+            await self._update(tx, row, type=goal.type, deletion_policy=adopt["deletion_policy"])
             fresh = await tx.resource(row.resource_id)
             assert fresh is not None
             await self._issue(tx, stack, traversal, node, fresh, action, properties, requires, fx)
@@ -296,6 +299,7 @@ class Convergence:
             job_node=node,
             job_properties=dict(properties),
             job_requires=requires,
+            job_template_id=stack.current_template_id,
             traversal_id=traversal,
         )
         fx.event(
@@ -341,6 +345,7 @@ class Convergence:
             "job_node": None,
             "job_properties": None,
             "job_requires": None,
+            "job_template_id": None,
             "waiting_traversal": None,
             "waiting_node": None,
         }
@@ -395,7 +400,27 @@ class Convergence:
             else:
                 await self._wake_waiting(row, fx)
             return
-        if res.action is JobAction.DELETE:
+        if res.action is JobAction.DELETE and await self._still_wanted(tx, stack, row):
+            # A newer traversal wants this resource (e.g. a rollback): keep the row,
+            # empty, so its waiting check creates the resource again.
+            await self._update(
+                tx,
+                row,
+                physical_id=None,
+                action=Action.DELETE,
+                status=Status.COMPLETE,
+                status_reason="",
+                properties=None,
+                attributes={},
+                current_job=None,
+                job_node=None,
+                job_properties=None,
+                job_requires=None,
+                job_template_id=None,
+                waiting_traversal=None,
+                waiting_node=None,
+            )
+        elif res.action is JobAction.DELETE:
             await self._delete(tx, row)
         else:
             await self._update(
@@ -407,6 +432,7 @@ class Convergence:
                 attributes=res.attributes,
                 properties=row.job_properties,
                 requires=row.job_requires or frozenset(),
+                template_id=row.job_template_id or row.template_id,
                 **done_job,
             )
         fx.event(row.stack_id, row.name, res.physical_id, row.type, heat_action, "COMPLETE", "state changed")
@@ -428,6 +454,13 @@ class Convergence:
             result = condition_result(waiting, handle, now=time.time())
             if result is not None:
                 fx.emit(ENGINE_QUEUE, result)
+
+    async def _still_wanted(self, tx: Tx, stack: StackRow | None, row: ResourceRow) -> bool:
+        """Whether the current traversal has a forward node still to do on `row`."""
+        if stack is None or stack.current_traversal is None:
+            return False
+        state = await tx.node(stack.current_traversal, forward(row.resource_id))
+        return state is not None and not state.done
 
     async def _wake_waiting(self, row: ResourceRow, fx: Effects) -> None:
         if row.waiting_traversal is not None and row.waiting_node is not None:
@@ -472,9 +505,7 @@ class Convergence:
     async def _fail_stack(
         self, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
     ) -> None:
-        if await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
-            fx.stack_event(stack, stack.action.value, "FAILED", reason)
-            log.info("stack_failed", action=stack.action.value, reason=reason)
+        await fail_or_roll_back(tx, stack, traversal, reason, fx, definitions=self._definitions)
 
     async def _delete(self, tx: Tx, row: ResourceRow) -> None:
         if not await tx.delete_resource(row):

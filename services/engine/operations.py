@@ -11,31 +11,32 @@ update to an empty template.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.core.graph import leaves, traversal_graph
-from services.engine.core.model import Action, ResourceId, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.model import resource_of as row_of
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
-from shared.errors import ConflictError, NotFound
+from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, fail_or_roll_back
+from shared.errors import ConflictError, InvalidInput, NotFound
 from shared.plugins import ResourceType
 
 log = structlog.get_logger(__name__)
 
-EMPTY_TEMPLATE: Mapping[str, Any] = {"heat_template_version": "2013-05-23", "resources": {}}
-
 
 class StackExists(ConflictError):
     """A live stack of that name exists in the project."""
+
+
+class NotCancellable(InvalidInput):
+    """Only a create or update in progress can be cancelled."""
 
 
 class StackNotFound(NotFound):
@@ -116,16 +117,50 @@ class Operations:
                 tags=tags,
             ):
                 raise StackExists(f"a stack named {name!r} already exists")
-            await self._begin(tx, draft, goal, definition, Action.CREATE, effects)
+            await self._begin(tx, draft, goal, definition, Action.CREATE, effects, [])
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return stack_id
 
     async def update(self, stack_id: StackId, goal: Goal) -> TraversalId:
-        return await self._change(stack_id, goal, Action.UPDATE)
+        return await _retrying(lambda: self._change(stack_id, goal, Action.UPDATE))
 
     async def delete(self, stack_id: StackId) -> TraversalId:
-        return await self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE)
+        return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
+
+    async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
+        await _retrying(lambda: self._cancel(stack_id, rollback=rollback))
+
+    async def _cancel(self, stack_id: StackId, *, rollback: bool) -> None:
+        """Stop the operation in progress: roll back to the previous template, or stop
+        where it is (FAILED, "cancelled"). Actions already running at workers finish
+        and their outcomes are recorded."""
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
+            stack = await tx.stack(stack_id, lock=True)
+            if stack is None:
+                raise StackNotFound(f"stack {stack_id} not found")
+            if stack.status is not Status.IN_PROGRESS or stack.action not in (Action.CREATE, Action.UPDATE):
+                state = f"{stack.action.value}_{stack.status.value}"
+                raise NotCancellable(f"Cancelling update when stack is {state} is not supported")
+            assert stack.current_traversal is not None
+            reason = f"Stack {stack.action.value} cancelled"
+            if rollback:
+                await fail_or_roll_back(
+                    tx,
+                    stack,
+                    stack.current_traversal,
+                    reason,
+                    effects,
+                    definitions=self._definitions,
+                    force_rollback=True,
+                )
+            else:
+                await tx.stop_operation(stack_id, TraversalId(uuid.uuid4()), reason)
+                effects.stack_event(stack, stack.action.value, "FAILED", reason)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
 
     async def _change(self, stack_id: StackId, goal: Goal, action: Action) -> TraversalId:
         async with self._store.transaction() as tx:
@@ -135,62 +170,50 @@ class Operations:
         definition = self.validate(goal, stack)
         effects = Effects()
         async with self._store.transaction() as tx:
+            existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
-            traversal = await self._begin(tx, locked, goal, definition, action, effects)
+            traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
 
     async def _begin(
-        self, tx: Tx, stack: StackRow, goal: Goal, definition: StackDefinition, action: Action, fx: Effects
+        self,
+        tx: Tx,
+        stack: StackRow,
+        goal: Goal,
+        definition: StackDefinition,
+        action: Action,
+        fx: Effects,
+        existing: list[ResourceRow],
     ) -> TraversalId:
-        traversal = TraversalId(uuid.uuid4())
         template_id = TemplateId(uuid.uuid4())
         record = TemplateRecord(template_id, goal.template, goal.environment, goal.files, goal.parameters)
         await tx.insert_template(stack.stack_id, record)
         self._definitions.put(template_id, definition)
-        existing = await tx.resources(stack.stack_id)
-        current: dict[str, ResourceId] = {r.name: r.resource_id for r in existing if r.replaced_by is None}
-        missing = [n for n in definition.resources if n not in current]
-        new_ids = await tx.insert_resources(
-            stack.stack_id,
-            [
-                (n, definition.resources[n].type, template_id, definition.resources[n].deletion_policy.value)
-                for n in missing
-            ],
-        )
-        current.update(zip(missing, new_ids, strict=True))
-        graph = traversal_graph(
-            template_requires={n: r.requires for n, r in definition.resources.items()},
-            current_rows={n: current[n] for n in definition.resources},
+        return await begin_traversal(
+            tx,
+            stack,
+            template_id=template_id,
+            definition=definition,
+            action=action,
+            fx=fx,
             existing=existing,
         )
-        await tx.start_traversal(stack.stack_id, traversal, graph)
-        reason = f"Stack {action.value} started"
-        await tx.begin_operation(
-            stack.stack_id,
-            traversal=traversal,
-            template_id=template_id,
-            previous_template_id=stack.current_template_id,
-            action=action,
-            reason=reason,
-        )
-        fx.stack_event(stack, action.value, "IN_PROGRESS", reason)
-        for node in leaves(graph):
-            fx.check(stack.stack_id, traversal, node, row_of(node))
-        if not graph:
-            done = f"Stack {action.value} completed successfully"
-            await tx.set_stack_status(
-                stack.stack_id, traversal, Status.COMPLETE, done, deleted=action is Action.DELETE
-            )
-            fx.stack_event(stack, action.value, "COMPLETE", done)
-        log.info(
-            "operation_started",
-            stack_id=str(stack.stack_id),
-            action=action.value,
-            traversal_id=str(traversal),
-            nodes=len(graph),
-        )
-        return traversal
+
+
+T = TypeVar("T")
+
+
+async def _retrying(attempt: Callable[[], Awaitable[T]], *, tries: int = 5) -> T:
+    """Run an operation again when it lost a race with a check (a conflict or deadlock)."""
+    for remaining in range(tries - 1, -1, -1):
+        try:
+            return await attempt()
+        except ConflictError as exc:
+            if remaining == 0 or isinstance(exc, StackExists):
+                raise
+            log.info("operation_retry", error=str(exc))
+    raise AssertionError("unreachable")

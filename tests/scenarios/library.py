@@ -9,6 +9,8 @@ template resource, with the right properties, and nothing left over.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.support.harness import Harness, WorldView
@@ -228,6 +230,15 @@ SCENARIOS = [
 ]
 
 
+async def eventually(probe: Callable[[], Awaitable[Any]], wanted: Any, *, timeout: float = 30) -> None:
+    """Poll `probe` (bounded) until it returns `wanted`."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if await probe() == wanted:
+                return
+            await asyncio.sleep(0.01)
+
+
 def slow(value: str, *, seconds: float = 0.15, **extra: Any) -> dict[str, Any]:
     """A TestResource whose create/update/delete each take `seconds` (an observer finishes them)."""
     waits = {"create": seconds, "update": seconds, "delete": seconds}
@@ -287,4 +298,90 @@ SCENARIOS += [
     three_updates_in_quick_succession_end_in_the_last,
     a_delete_during_a_create_leaves_nothing,
     an_update_inverting_dependencies_preempts_a_running_update,
+]
+
+
+async def a_failed_update_rolls_back_to_the_previous_template(cv: Harness) -> None:
+    stack = await cv.create("s", hot({"a": thing(value="1"), "b": thing(value="b")}), rollback=True)
+    await cv.settled(stack)
+    broken = hot(
+        {"a": thing(value="2"), "c": thing(value="new"), "bad": thing(fail=True, ref={"get_resource": "c"})}
+    )
+    await cv.update(stack, broken)
+    action, status, reason = await cv.settled(stack)
+    assert (action, status) == ("ROLLBACK", "COMPLETE"), reason
+    assert_world_matches(cv.world, {"a": {"value": "1"}, "b": {"value": "b"}})
+    statuses = [
+        (e["action"], e["status"]) for e in await cv.events(stack) if e["resource_type"] == "OS::Heat::Stack"
+    ]
+    assert statuses[-3:] == [("UPDATE", "FAILED"), ("ROLLBACK", "IN_PROGRESS"), ("ROLLBACK", "COMPLETE")]
+
+
+async def a_failed_create_rolls_back_by_deleting_what_it_built(cv: Harness) -> None:
+    template = hot({"a": thing(value="1"), "bad": thing(fail=True, ref={"get_resource": "a"})})
+    stack = await cv.create("s", template, rollback=True)
+    assert (await cv.settled(stack))[:2] == ("ROLLBACK", "COMPLETE")
+    assert cv.world.live == {}
+
+
+async def rolling_back_a_replacement_restores_the_original_not_a_third_copy(cv: Harness) -> None:
+    first = hot({"base": thing(size=1), "user": thing(ref={"get_resource": "base"})})
+    stack = await cv.create("s", first, rollback=True)
+    await cv.settled(stack)
+    original = cv.world.by_name()["base"][0].physical_id
+    broken = hot(
+        {
+            "base": thing(size=2),
+            "bad": thing(fail=True, value={"get_attr": ["base", "size"]}),
+            # user waits for bad, so the original cannot be cleaned up before the failure
+            "user": {**thing(ref={"get_resource": "base"}), "depends_on": ["bad"]},
+        }
+    )
+    await cv.update(stack, broken)
+    assert (await cv.settled(stack))[:2] == ("ROLLBACK", "COMPLETE")
+    assert_world_matches(cv.world, {"base": {"size": 1}, "user": {"ref": original}})
+    assert cv.world.by_name()["base"][0].physical_id == original
+    assert cv.world.created == 3, "the two originals and one replacement, later deleted"
+    await cv.update(
+        stack, hot({"base": thing(size=1, value="v"), "user": thing(ref={"get_resource": "base"})})
+    )
+    assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
+    assert cv.world.by_name()["base"][0].physical_id == original, (
+        "later updates of the original apply in place"
+    )
+
+
+async def cancel_update_rolls_back_and_cancel_without_rollback_stops(cv: Harness) -> None:
+    stack = await cv.create("s", hot({"s": slow("0"), "t": thing(value={"get_attr": ["s", "output"]})}))
+    await cv.settled(stack)
+    await cv.update(
+        stack, hot({"s": slow("1", seconds=1.0), "t": thing(value={"get_attr": ["s", "output"]})})
+    )
+    await cv.cancel(stack, rollback=True)
+    assert (await cv.settled(stack))[:2] == ("ROLLBACK", "COMPLETE")
+    assert_world_matches(cv.world, {"t": {"value": "0"}})
+    await cv.update(
+        stack, hot({"s": slow("2", seconds=1.0), "t": thing(value={"get_attr": ["s", "output"]})})
+    )
+    await cv.cancel(stack, rollback=False)
+    action, status, reason = await cv.settled(stack)
+    assert (action, status, reason) == ("UPDATE", "FAILED", "Stack UPDATE cancelled")
+
+
+async def a_rollback_interrupted_by_a_new_update_ends_in_that_update(cv: Harness) -> None:
+    stack = await cv.create("s", hot({"a": thing(value="1")}), rollback=True)
+    await cv.settled(stack)
+    await cv.update(stack, hot({"a": thing(value="2"), "w": slow("w", seconds=0.5), "bad": thing(fail=True)}))
+    await eventually(lambda: cv.state(stack), ("ROLLBACK", "IN_PROGRESS"))
+    await cv.update(stack, hot({"a": thing(value="3"), "z": thing(value="z")}))
+    assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
+    assert_world_matches(cv.world, {"a": {"value": "3"}, "z": {"value": "z"}})
+
+
+SCENARIOS += [
+    a_failed_update_rolls_back_to_the_previous_template,
+    a_failed_create_rolls_back_by_deleting_what_it_built,
+    rolling_back_a_replacement_restores_the_original_not_a_third_copy,
+    cancel_update_rolls_back_and_cancel_without_rollback_stops,
+    a_rollback_interrupted_by_a_new_update_ends_in_that_update,
 ]

@@ -46,10 +46,18 @@ class Converge:
     api_port: int = 0
     project: str = "p1"
 
-    async def create(self, name: str, template: Mapping[str, Any], **params: Any) -> StackId:
+    async def create(
+        self, name: str, template: Mapping[str, Any], *, rollback: bool = False, **params: Any
+    ) -> StackId:
         return await self.engine.operations.create(
-            project_id=self.project, name=name, goal=Goal(template, parameters=params)
+            project_id=self.project,
+            name=name,
+            goal=Goal(template, parameters=params),
+            disable_rollback=not rollback,
         )
+
+    async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
+        await self.engine.operations.cancel(stack_id, rollback=rollback)
 
     async def update(self, stack_id: StackId, template: Mapping[str, Any], **params: Any) -> None:
         await self.engine.operations.update(stack_id, Goal(template, parameters=params))
@@ -80,6 +88,11 @@ class Converge:
             yield f"http://127.0.0.1:{self.api_port}"
         finally:
             await runner.cleanup()
+
+    async def state(self, stack_id: uuid.UUID) -> tuple[str, str]:
+        row = await self.pool.fetchrow("SELECT action, status FROM stacks WHERE stack_id = $1", stack_id)
+        assert row is not None
+        return row["action"], row["status"]
 
     async def rows(self, stack_id: StackId) -> list[asyncpg.Record]:
         return list(

@@ -97,10 +97,18 @@ class DistributedConverge:
     def _goal(self, template: Mapping[str, Any], params: Mapping[str, Any]) -> Goal:
         return Goal(to_http(template, url=f"{self.api.base}/things", tag=self.tag), parameters=params)
 
-    async def create(self, name: str, template: Mapping[str, Any], **params: Any) -> StackId:
+    async def create(
+        self, name: str, template: Mapping[str, Any], *, rollback: bool = False, **params: Any
+    ) -> StackId:
         return await self.operations.create(
-            project_id=self.project, name=f"{self.tag}-{name}", goal=self._goal(template, params)
+            project_id=self.project,
+            name=f"{self.tag}-{name}",
+            goal=self._goal(template, params),
+            disable_rollback=not rollback,
         )
+
+    async def cancel(self, stack_id: uuid.UUID, *, rollback: bool) -> None:
+        await self.operations.cancel(StackId(stack_id), rollback=rollback)
 
     async def update(self, stack_id: uuid.UUID, template: Mapping[str, Any], **params: Any) -> None:
         await self.operations.update(StackId(stack_id), self._goal(template, params))
@@ -118,6 +126,11 @@ class DistributedConverge:
                 if row["status"] != "IN_PROGRESS":
                     return row["action"], row["status"], row["status_reason"]
                 await asyncio.sleep(0.05)
+
+    async def state(self, stack_id: uuid.UUID) -> tuple[str, str]:
+        row = await self.pool.fetchrow("SELECT action, status FROM stacks WHERE stack_id = $1", stack_id)
+        assert row is not None
+        return row["action"], row["status"]
 
     async def rows(self, stack_id: uuid.UUID) -> list[asyncpg.Record]:
         return list(await self.pool.fetch("SELECT * FROM resources WHERE stack_id = $1", stack_id))

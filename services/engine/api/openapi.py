@@ -137,7 +137,8 @@ _ACTION_BODY: Json = {
     "type": "object",
     "minProperties": 1,
     "maxProperties": 1,
-    "description": 'Exactly one action, e.g. {"check": null}; none is supported yet (400 NotSupported).',
+    "description": 'Exactly one action: {"cancel_update": null} or {"cancel_without_rollback": null}; '
+    "others answer 400 NotSupported.",
 }
 _SIGNAL_BODY = _object(
     {
@@ -320,7 +321,11 @@ def _stack_paths() -> Json:
         ),
         f"{one}/actions": {
             "post": _operation(
-                "Run a stack action (none is supported yet)", {}, params=_STACK, body=_ACTION_BODY
+                "Run a stack action (cancel the operation in progress)",
+                {"200": {"description": "Cancelling."}},
+                params=_STACK,
+                body=_ACTION_BODY,
+                errors=(409,),
             )
         },
         **_resource_paths(one, get),

@@ -224,6 +224,9 @@ class StackRoutes:
         if not isinstance(body, dict) or len(body) != 1:
             raise bad_request('an action body has exactly one key, e.g. {"check": null}')
         (name,) = body
+        if name in ("cancel_update", "cancel_without_rollback"):
+            await self._d.operations.cancel(StackId(stack.stack_id), rollback=name == "cancel_update")
+            return web.Response(status=200)
         raise bad_request(f"the {name} action is not supported yet", "NotSupported")
 
 

@@ -85,6 +85,7 @@ class ResourceRow:
     job_node: Node | None = None
     job_properties: Mapping[str, Any] | None = None
     job_requires: frozenset[ResourceId] | None = None
+    job_template_id: TemplateId | None = None
     traversal_id: TraversalId | None = None
     version: int = 0
     waiting_traversal: TraversalId | None = None

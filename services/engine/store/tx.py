@@ -33,7 +33,7 @@ Conn = asyncpg.Connection | PoolConnectionProxy
 
 _RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
     properties, attributes, requires, replaces, replaced_by, template_id, deletion_policy,
-    current_job, job_node, job_properties, job_requires, traversal_id, version,
+    current_job, job_node, job_properties, job_requires, job_template_id, traversal_id, version,
     waiting_traversal, waiting_node"""
 
 _STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
@@ -77,6 +77,7 @@ def _resource(r: asyncpg.Record) -> ResourceRow:
         job_node=r["job_node"],
         job_properties=r["job_properties"],
         job_requires=frozenset(r["job_requires"]) if r["job_requires"] is not None else None,
+        job_template_id=r["job_template_id"],
         traversal_id=r["traversal_id"],
         version=r["version"],
         waiting_traversal=r["waiting_traversal"],
@@ -225,6 +226,17 @@ class Tx:
             reason,
         )
 
+    async def stop_operation(self, stack_id: StackId, traversal: TraversalId, reason: str) -> None:
+        """End the running operation where it is: a fresh traversal id with no graph
+        stops its checks; the stack is FAILED with `reason`."""
+        await self._c.execute(
+            """UPDATE stacks SET current_traversal = $2, status = 'FAILED', status_reason = $3,
+                   updated_at = now() WHERE stack_id = $1""",
+            stack_id,
+            traversal,
+            reason,
+        )
+
     async def set_stack_status(
         self, stack_id: StackId, traversal: TraversalId, status: Status, reason: str, *, deleted: bool = False
     ) -> bool:
@@ -248,6 +260,24 @@ class Tx:
             f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY resource_id", stack_id
         )
         return [_resource(r) for r in rows]
+
+    async def claim_resources(self, stack_id: StackId) -> list[ResourceRow]:
+        """Lock every row of the stack (in id order, so concurrent claims cannot
+        deadlock) and bump its version, returning the rows as they now are.
+
+        A new traversal starts from these rows; any decision taken from an
+        earlier read of them fails its compare-and-swap and is made again.
+        """
+        rows = await self._c.fetch(
+            f"""WITH claimed AS (
+                    SELECT resource_id FROM resources WHERE stack_id = $1 ORDER BY resource_id FOR UPDATE
+                )
+                UPDATE resources r SET version = r.version + 1 FROM claimed
+                WHERE r.resource_id = claimed.resource_id
+                RETURNING {", ".join(f"r.{c.strip()}" for c in _RESOURCE_COLUMNS.split(","))}""",
+            stack_id,
+        )
+        return sorted((_resource(r) for r in rows), key=lambda row: row.resource_id)
 
     async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
         sql = f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = $1"

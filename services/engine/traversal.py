@@ -1,0 +1,160 @@
+"""Starting a traversal, and what a failed one turns into (rollback or FAILED).
+
+Where it sits: `operations` starts traversals for create/update/delete;
+`checks` calls `fail_or_roll_back` when a resource fails or the stack times
+out, and `operations` when an update is cancelled. Starting a traversal is
+one transaction: new rows for new resources, the graph (`core.graph`), the
+stack's fresh traversal id (which alone preempts whatever was running) and
+checks for the graph's leaves.
+
+Rollback converges back to the previous template (nothing, after a failed
+create). A resource that was replaced during the failed operation and whose
+original still exists is restored by making the original current again: no
+third copy is created, and its dependents move back to it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from services.engine.core.graph import leaves, traversal_graph
+from services.engine.core.model import (
+    Action,
+    ResourceId,
+    ResourceRow,
+    StackRow,
+    Status,
+    TemplateId,
+    TraversalId,
+)
+from services.engine.core.model import resource_of as row_of
+from services.engine.definitions import DefinitionCache
+from services.engine.effects import Effects
+from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.template import StackDefinition
+from shared.errors import ConflictError
+
+log = structlog.get_logger(__name__)
+
+EMPTY_TEMPLATE: Mapping[str, Any] = {"heat_template_version": "2013-05-23", "resources": {}}
+
+
+async def begin_traversal(
+    tx: Tx,
+    stack: StackRow,
+    *,
+    template_id: TemplateId,
+    definition: StackDefinition,
+    action: Action,
+    fx: Effects,
+    existing: list[ResourceRow],
+    reason: str = "",
+) -> TraversalId:
+    """`existing` are the stack's rows from `Tx.claim_resources` in this transaction."""
+    traversal = TraversalId(uuid.uuid4())
+    if action is Action.ROLLBACK:
+        existing = await _restore_originals(tx, existing, template_id)
+    current: dict[str, ResourceId] = {r.name: r.resource_id for r in existing if r.replaced_by is None}
+    missing = [n for n in definition.resources if n not in current]
+    new_ids = await tx.insert_resources(
+        stack.stack_id,
+        [
+            (n, definition.resources[n].type, template_id, definition.resources[n].deletion_policy.value)
+            for n in missing
+        ],
+    )
+    current.update(zip(missing, new_ids, strict=True))
+    graph = traversal_graph(
+        template_requires={n: r.requires for n, r in definition.resources.items()},
+        current_rows={n: current[n] for n in definition.resources},
+        existing=existing,
+    )
+    await tx.start_traversal(stack.stack_id, traversal, graph)
+    reason = reason or f"Stack {action.value} started"
+    await tx.begin_operation(
+        stack.stack_id,
+        traversal=traversal,
+        template_id=template_id,
+        previous_template_id=stack.current_template_id,
+        action=action,
+        reason=reason,
+    )
+    fx.stack_event(stack, action.value, "IN_PROGRESS", reason)
+    for node in leaves(graph):
+        fx.check(stack.stack_id, traversal, node, row_of(node))
+    if not graph:
+        done = f"Stack {action.value} completed successfully"
+        await tx.set_stack_status(
+            stack.stack_id, traversal, Status.COMPLETE, done, deleted=action is Action.DELETE
+        )
+        fx.stack_event(stack, action.value, "COMPLETE", done)
+    log.info(
+        "traversal_started",
+        stack_id=str(stack.stack_id),
+        action=action.value,
+        traversal_id=str(traversal),
+        nodes=len(graph),
+    )
+    return traversal
+
+
+async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: TemplateId) -> list[ResourceRow]:
+    """Make an original current again where its replacement came after `template_id`."""
+    by_id = {r.resource_id: r for r in rows}
+    for row in rows:
+        original = by_id.get(row.replaces) if row.replaces is not None else None
+        if (
+            row.replaced_by is None
+            and original is not None
+            and original.replaced_by == row.resource_id
+            and original.template_id == template_id
+            and original.exists
+            and original.current_job is None  # not being deleted already
+            and original.status is Status.COMPLETE
+        ):
+            if not await tx.update_resource(original, replaced_by=None):
+                raise ConflictError(f"resource {original.resource_id} changed while rolling back")
+            if not await tx.update_resource(row, replaced_by=original.resource_id):
+                raise ConflictError(f"resource {row.resource_id} changed while rolling back")
+            log.info("original_restored", resource=row.name, original=original.resource_id)
+    return await tx.claim_resources(rows[0].stack_id) if rows else rows
+
+
+async def fail_or_roll_back(
+    tx: Tx,
+    stack: StackRow,
+    traversal: TraversalId,
+    reason: str,
+    fx: Effects,
+    *,
+    definitions: DefinitionCache,
+    force_rollback: bool = False,
+) -> None:
+    """The operation of `traversal` failed: roll back to the previous template,
+    unless rollback is disabled (or this was a rollback or delete already)."""
+    if not await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
+        return  # a newer operation took over
+    fx.stack_event(stack, stack.action.value, "FAILED", reason)
+    log.info("stack_failed", action=stack.action.value, reason=reason)
+    rollable = stack.action in (Action.CREATE, Action.UPDATE)
+    if not rollable or (stack.disable_rollback and not force_rollback):
+        return
+    target = stack.previous_template_id
+    if target is None:
+        target = TemplateId(uuid.uuid4())
+        await tx.insert_template(stack.stack_id, TemplateRecord(target, EMPTY_TEMPLATE, {}, {}, {}))
+    definition = await definitions.get(tx, stack, target)
+    await begin_traversal(
+        tx,
+        stack,
+        template_id=target,
+        definition=definition,
+        action=Action.ROLLBACK,
+        fx=fx,
+        existing=await tx.claim_resources(stack.stack_id),
+        reason=f"Rolling back: {reason}",
+    )

@@ -1,0 +1,293 @@
+"""Generated and hostile input never makes the API answer 5xx or hang.
+
+Real: the engine's HTTP app over real HTTP on 127.0.0.1, PostgreSQL, the
+engine, worker and observer (in-process bus). schemathesis turns the app's
+own `/openapi.json` into hypothesis strategies, valid (positive) and
+schema-breaking (negative), for every documented operation; each case is
+sent with the right token, a wrong one or none, and about half the time
+aimed at a real stack, resource, handle, output and event so the handlers
+behind the dispatchers are reached rather than only the 404 of an unknown
+name. A fixed list replays what the fuzzer and a read of the handlers found
+(NUL characters, unpaired surrogates, NaN, deep nesting, bodies that are
+not JSON), so those stay fixed whatever hypothesis happens to draw.
+
+Bounded and deterministic: a fixed number of examples per operation and
+mode (CONVERGE_FUZZ_EXAMPLES, default 25), `derandomize=True`, no example
+database, a timeout on every request, and the real stack left to settle
+after each accepted update so every case starts from the same state. The
+hypothesis run is synchronous, so it runs in a thread while this test's
+event loop serves the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure, Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.core.result import Ok
+
+from services.engine.core.model import StackId
+from tests.support.convergence import Converge, converge
+
+pytestmark = pytest.mark.integration
+
+PROJECT = "proj"
+TOKEN = "tok"
+ADMIN = "root"  # an admin token, whose URL project is taken as given
+EXAMPLES = int(os.environ.get("CONVERGE_FUZZ_EXAMPLES", "25"))  # per operation and mode
+REQUEST_TIMEOUT = 10.0  # seconds; a handler slower than this counts as a hang
+TEMPLATE = {
+    "heat_template_version": "2016-10-14",
+    "parameters": {"v": {"type": "string", "default": "x"}, "j": {"type": "json", "default": {}}},
+    "resources": {
+        "test": {"type": "OS::Heat::TestResource", "properties": {"value": {"get_param": "v"}}},
+        "handle": {"type": "OS::Heat::WaitConditionHandle"},
+    },
+    "outputs": {"out": {"value": {"get_attr": ["test", "output"]}}},
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Path values naming things that exist, so deep handlers are reached."""
+
+    base: str
+    values: dict[str, str]
+
+    @property
+    def stack_url(self) -> str:
+        return f"{self.base}/v1/{PROJECT}/stacks/fuzz/{self.values['stack_id']}"
+
+    def aim(self, case: schemathesis.Case[Any], resource: str) -> None:
+        values = {**self.values, "resource_name": resource}
+        for name in case.path_parameters or {}:
+            if name in values:
+                case.path_parameters[name] = values[name]
+
+    def settle(self, session: requests.Session) -> None:
+        """Wait (bounded) until the real stack's operation ended, so the next case starts alike."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            response = session.get(self.stack_url, headers={"X-Auth-Token": TOKEN}, timeout=REQUEST_TIMEOUT)
+            if response.status_code != 200 or not response.json()["stack"]["stack_status"].endswith(
+                "IN_PROGRESS"
+            ):
+                return
+            time.sleep(0.02)
+        raise AssertionError("the fuzz stack never settled after an update")
+
+
+@pytest.fixture
+async def served(database_url: str) -> AsyncIterator[Target]:
+    tokens = f"{TOKEN}={PROJECT},{ADMIN}=ops:admin"
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(tokens) as base:
+        yield await real_stack(cv, base)
+
+
+async def real_stack(cv: Converge, base: str) -> Target:
+    async with aiohttp.ClientSession(headers={"X-Auth-Token": TOKEN}) as http:
+        body = {"stack_name": "fuzz", "template": TEMPLATE}
+        async with http.post(f"{base}/v1/{PROJECT}/stacks", json=body) as response:
+            assert response.status == 201, await response.text()
+            stack_id = (await response.json())["stack"]["id"]
+        await cv.settled(StackId(uuid.UUID(stack_id)))
+        async with http.get(f"{base}/v1/{PROJECT}/stacks/fuzz/{stack_id}/events") as response:
+            event_id = (await response.json())["events"][0]["id"]
+    values = {
+        "project_id": PROJECT,
+        "stack_identity": "fuzz",
+        "stack_name": "fuzz",
+        "stack_id": stack_id,
+        "output_key": "out",
+        "event_id": event_id,
+        "type_name": "OS::Heat::TestResource",
+        "version": "heat_template_version.2016-10-14",
+    }
+    return Target(base, values)
+
+
+# -- generated input ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    operation: str
+    mode: str
+    detail: str
+
+
+def fuzz(target: Target) -> list[Finding]:
+    """Every operation, both modes; the smallest failing input of each, after shrinking."""
+    document = requests.get(f"{target.base}/openapi.json", timeout=REQUEST_TIMEOUT).json()
+    schema = schemathesis.openapi.from_dict(document)
+    findings: list[Finding] = []
+    with requests.Session() as session:
+        for result in schema.get_all_operations():
+            assert isinstance(result, Ok), f"/openapi.json has a broken operation: {result.err()}"
+            operation = result.ok()
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+                try:
+                    run_operation(operation, mode, target=target, session=session)
+                except (AssertionError, FlakyFailure) as exc:
+                    # FlakyFailure: it failed once but not when replayed (a race); still a finding.
+                    findings.append(Finding(operation.label, mode.value, describe(exc)))
+                except Unsatisfiable:
+                    # Nothing of it can break the schema (no parameters, no body): positive covers it.
+                    assert mode is GenerationMode.NEGATIVE, operation.label
+    return findings
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "\n".join(describe(e) for e in exc.exceptions)
+    return str(exc)
+
+
+def run_operation(operation: Any, mode: GenerationMode, *, target: Target, session: requests.Session) -> None:
+    # Deleting the real stack would leave every later operation aiming at nothing.
+    may_aim = operation.method.upper() != "DELETE"
+
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(
+        case=operation.as_strategy(mode),
+        token=st.sampled_from(["right", "right", "right", "wrong", "none"]),
+        aim=st.sampled_from(["no", "test", "handle"]),
+    )
+    def check(case: schemathesis.Case[Any], token: str, aim: str) -> None:
+        headers = dict(case.headers or {})
+        headers.pop("X-Auth-Token", None)
+        if token != "none":
+            headers["X-Auth-Token"] = TOKEN if token == "right" else f"not-{TOKEN}"
+        case.headers = headers  # type: ignore[assignment]
+        if aim != "no" and may_aim:
+            target.aim(case, aim)
+        try:
+            response = case.call(base_url=target.base, session=session, timeout=REQUEST_TIMEOUT)
+        except requests.Timeout as exc:
+            raise AssertionError(f"no answer within {REQUEST_TIMEOUT}s: {case.as_curl_command()}") from exc
+        assert response.status_code < 500, (
+            f"{response.status_code} {response.text[:300]}\n{case.as_curl_command()}"
+        )
+        if response.status_code == 202:
+            target.settle(session)
+
+    check()
+
+
+@pytest.mark.timeout(240)
+async def test_generated_requests_never_get_a_server_error_or_hang(served: Target) -> None:
+    async with asyncio.timeout(200):
+        findings = await asyncio.to_thread(fuzz, served)
+    assert not findings, "\n\n".join(f"{f.operation} [{f.mode}]: {f.detail}" for f in findings)
+
+
+# -- what was found -------------------------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+NUL = "\u0000"
+STORED = b'"template": {"heat_template_version": "2016-10-14", "resources": {}}'  # valid: gets stored
+#: (method, path under /v1/proj, or under the fuzz stack's URL when it starts "@", raw body, query)
+HOSTILE: list[tuple[str, str, bytes | None, dict[str, str]]] = [
+    ("GET", "/stacks", None, {"name": NUL}),
+    ("GET", "/stacks", None, {"stack_status": NUL}),
+    ("GET", "/stacks/%00", None, {}),
+    ("GET", "/stacks//", None, {}),
+    ("GET", "@/events", None, {"resource_name": NUL}),
+    ("POST", "/stacks", b'{"stack_name": "a", "template": ' + DEEP + b"}", {}),
+    ("POST", "/validate", b'{"template": ' + DEEP + b"}", {}),
+    ("POST", "/stacks", b'{"stack_name": "b", "template": {"heat_template_version": "2016-10-14"', {}),
+    ("POST", "/stacks", b'{"stack_name": "c", ' + STORED + b', "files": {"f": "\\u0000"}}', {}),
+    ("POST", "/stacks", b'{"stack_name": "d", ' + STORED + b', "tags": ["\\u0000"]}', {}),
+    ("POST", "/stacks", b'{"stack_name": "e", ' + STORED + b', "tags": "\\ud800"}', {}),
+    ("POST", "/stacks", b'{"stack_name": "f", ' + STORED + b', "files": {"f": "\\ud800"}}', {}),
+    (
+        "POST",
+        "/stacks",
+        b'{"stack_name": "g", "template": {"heat_template_version": "2016-10-14", '
+        b'"resources": {}, "outputs": {"o": {"value": NaN}}}}',
+        {},
+    ),
+    (
+        "POST",
+        "/stacks",
+        b'{"stack_name": "h", "template": {"heat_template_version": "2016-10-14", '
+        b'"resources": {}, "outputs": {"o": {"value": 1e400}}}}',
+        {},
+    ),
+    (
+        "POST",
+        "/stacks",
+        b'{"stack_name": "i", "template": "heat_template_version: 2016-10-14\\n'
+        b'resources: {}\\noutputs: {o: {value: .inf}}"}',
+        {},
+    ),
+    (
+        "POST",
+        "/stacks",
+        b'{"stack_name": "j", "template": "heat_template_version: 2016-10-14\\n'
+        b'description: \\"\\\\0\\"\\nresources: {}"}',
+        {},
+    ),
+    ("PATCH", "@/resources/test", b"not json", {}),
+    ("PATCH", "@/resources/test", b"\xff\xfe", {}),
+    ("PATCH", "@/resources/test", b'{"mark_unhealthy": true, "resource_status_reason": "\\u0000"}', {}),
+    ("POST", "@/resources/handle/signal", b'{"data": "\\u0000"}', {}),
+    ("POST", "@/resources/%00/signal", b"{}", {}),
+    ("POST", "@/actions", DEEP, {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "query"),
+    HOSTILE,
+    ids=[f"{n}-{m}-{p}" for n, (m, p, _, _) in enumerate(HOSTILE)],
+)
+async def test_input_postgres_cannot_hold_is_a_client_error(
+    served: Target, method: str, path: str, body: bytes | None, query: dict[str, str]
+) -> None:
+    url = path.replace("@", served.stack_url) if path.startswith("@") else f"{served.base}/v1/{PROJECT}{path}"
+    headers = {"X-Auth-Token": TOKEN, "Content-Type": "application/json"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.request(method, url, data=body, params=query, headers=headers) as response,
+    ):
+        assert 400 <= response.status < 500, (response.status, await response.text())
+
+
+async def test_an_admin_asking_for_a_project_no_id_can_be_is_not_found(served: Target) -> None:
+    async with aiohttp.ClientSession(headers={"X-Auth-Token": ADMIN}) as http:
+        body = {"stack_name": "z", "template": TEMPLATE}
+        for method, path in (("GET", "stacks"), ("POST", "stacks"), ("GET", "stacks/fuzz")):
+            async with http.request(method, f"{served.base}/v1/%00/{path}", json=body) as response:
+                assert response.status == 404, (method, path, await response.text())
+
+
+async def test_updates_sent_back_to_back_never_get_a_server_error(served: Target) -> None:
+    """The fuzzer's first find: each update racing the previous traversal's last check deadlocked
+    in PostgreSQL (lock order stacks/traversals inverted) about one time in ten, answering 500."""
+    statuses = []
+    async with aiohttp.ClientSession(headers={"X-Auth-Token": TOKEN}) as http:
+        for _ in range(30):
+            for method, body in (("PUT", {"template": TEMPLATE}), ("PATCH", {})):
+                async with http.request(method, served.stack_url, json=body) as response:
+                    statuses.append(response.status)
+    assert all(status < 500 for status in statuses), statuses
