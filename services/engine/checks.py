@@ -116,6 +116,23 @@ class Convergence:
                 ids = await effects.commit(tx)
             await self._outbox.publish(ids, effects.messages)
 
+    async def expire_overdue(self, *, now: float) -> int:
+        """Fail (and roll back, where enabled) operations past their timeout_mins."""
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            overdue = await tx.overdue_stacks(now)
+            for stack in overdue:
+                assert stack.current_traversal is not None
+                names = await tx.in_progress_names(stack.stack_id)
+                reason = (
+                    f"Stack {stack.action.value} timed out; still in progress: {', '.join(names) or 'none'}"
+                )
+                await tx.disown_jobs(stack.stack_id, stack.current_traversal, "Resource timed out")
+                await self._fail_stack(tx, stack, stack.current_traversal, reason, effects)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
+        return len(overdue)
+
     # -- checks ---------------------------------------------------------------
 
     async def _check(self, tx: Tx, msg: CheckResource, fx: Effects) -> None:

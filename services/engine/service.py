@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import asyncpg
 import structlog
@@ -27,7 +28,7 @@ from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.queries import Queries
 from shared.bus import Bus
-from shared.errors import StoreUnavailable
+from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE
@@ -47,7 +48,9 @@ class EngineService:
         supervisor: Supervisor,
         prefetch: int = 64,
         heartbeat_seconds: float = 2.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
         self.store = Store(pool)
         self.bus = bus
         self.engine_id = engine_id
@@ -84,6 +87,7 @@ class EngineService:
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever())
         self._supervisor.spawn("janitor", self._janitor())
+        self._supervisor.spawn("timeouts", self._timeouts())
 
     async def _heartbeat(self) -> None:
         while True:
@@ -92,6 +96,15 @@ class EngineService:
                 await self.store.heartbeat(self.engine_id)
             except StoreUnavailable as exc:
                 log.warning("heartbeat_failed", error=str(exc))
+
+    async def _timeouts(self, *, every: float = 1.0) -> None:
+        """Stacks never sit IN_PROGRESS past their timeout, message or no message."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.convergence.expire_overdue(now=self._clock())
+            except (StoreUnavailable, ConflictError) as exc:
+                log.warning("timeout_scan_failed", error=str(exc))
 
     async def _janitor(self, *, every: float = 60.0) -> None:
         while True:

@@ -385,3 +385,33 @@ SCENARIOS += [
     cancel_update_rolls_back_and_cancel_without_rollback_stops,
     a_rollback_interrupted_by_a_new_update_ends_in_that_update,
 ]
+
+
+async def an_operation_past_its_timeout_fails_naming_what_is_still_running_and_rolls_back(
+    cv: Harness,
+) -> None:
+    stack = await cv.create("s", hot({"a": thing(value="1")}), rollback=True, timeout_mins=1)
+    await cv.settled(stack)
+    stuck = {"type": "OS::Heat::TestResource", "properties": {"action_wait_secs": {"create": 600}}}
+    await cv.update(stack, hot({"a": thing(value="2"), "stuck": stuck}))
+
+    async def stuck_in_progress() -> bool:
+        rows = {r["name"]: r for r in await cv.rows(stack)}
+        return (
+            "stuck" in rows
+            and rows["stuck"]["status"] == "IN_PROGRESS"
+            and rows["stuck"]["physical_id"] is not None
+        )
+
+    await eventually(stuck_in_progress, True)
+    await cv.time_passes(0)
+    assert await cv.state(stack) == ("UPDATE", "IN_PROGRESS"), "not yet overdue"
+    await cv.time_passes(120)
+    assert (await cv.settled(stack))[:2] == ("ROLLBACK", "COMPLETE")
+    assert_world_matches(cv.world, {"a": {"value": "1"}})
+    assert sorted(r["name"] for r in await cv.rows(stack)) == ["a"], "the stuck resource was deleted"
+    failed = [e for e in await cv.events(stack) if (e["action"], e["status"]) == ("UPDATE", "FAILED")]
+    assert "timed out; still in progress: stuck" in failed[-1]["reason"]
+
+
+SCENARIOS += [an_operation_past_its_timeout_fails_naming_what_is_still_running_and_rolls_back]

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import pytest_asyncio
 
+from services.engine.checks import Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
@@ -34,8 +35,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 
 class Cluster:
-    def __init__(self, operations: Operations, pool: object, api: FakeApi) -> None:
-        self.operations, self.pool, self.api = operations, pool, api
+    def __init__(self, operations: Operations, convergence: Convergence, pool: object, api: FakeApi) -> None:
+        self.operations, self.convergence, self.pool, self.api = operations, convergence, pool, api
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -65,17 +66,14 @@ async def cluster() -> AsyncIterator[Cluster]:
     processes = [await ServiceProcess(argv, env).start() for argv, env in specs]
     bus = await AmqpBus.connect(AMQP_URL, prefix=prefix, connection_name=f"{prefix}:test")
     types = load_types()
-    operations = Operations(
-        store=Store(pool),
-        outbox=Outbox(pool=pool, bus=bus),
-        definitions=DefinitionCache(types=types),
-        types=types,
-    )
+    store, outbox, definitions = Store(pool), Outbox(pool=pool, bus=bus), DefinitionCache(types=types)
+    operations = Operations(store=store, outbox=outbox, definitions=definitions, types=types)
+    convergence = Convergence(store=store, outbox=outbox, definitions=definitions, types=types)
     try:
         for process in processes:
             await process.wait_for_event("ready", timeout=90)
         async with serve(FakeApi()) as api:
-            yield Cluster(operations, pool, api)
+            yield Cluster(operations, convergence, pool, api)
     finally:
         for process in processes:
             await process.stop()
@@ -86,5 +84,11 @@ async def cluster() -> AsyncIterator[Cluster]:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
 async def test_scenario(scenario: Callable[[Harness], Awaitable[None]], cluster: Cluster) -> None:
-    harness = DistributedConverge(cluster.operations, cluster.pool, cluster.api, tag=uuid.uuid4().hex[:8])  # type: ignore[arg-type]
+    harness = DistributedConverge(
+        cluster.operations,
+        cluster.convergence,
+        cluster.pool,
+        cluster.api,
+        tag=uuid.uuid4().hex[:8],  # type: ignore[arg-type]
+    )  # type: ignore[arg-type]
     await scenario(harness)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -47,14 +48,25 @@ class Converge:
     project: str = "p1"
 
     async def create(
-        self, name: str, template: Mapping[str, Any], *, rollback: bool = False, **params: Any
+        self,
+        name: str,
+        template: Mapping[str, Any],
+        *,
+        rollback: bool = False,
+        timeout_mins: int | None = None,
+        **params: Any,
     ) -> StackId:
         return await self.engine.operations.create(
             project_id=self.project,
             name=name,
             goal=Goal(template, parameters=params),
             disable_rollback=not rollback,
+            timeout_mins=timeout_mins,
         )
+
+    async def time_passes(self, seconds: float) -> None:
+        """Let the engine's timeout scheduler see the clock `seconds` ahead."""
+        await self.engine.convergence.expire_overdue(now=time.time() + seconds)
 
     async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         await self.engine.operations.cancel(stack_id, rollback=rollback)

@@ -11,6 +11,7 @@ and `get_attr: [thing, attr]` reads `body.attr`.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 import asyncpg
 
+from services.engine.checks import Convergence
 from services.engine.core.model import StackId
 from services.engine.operations import Goal, Operations
 from tests.support.fake_rest_api import FakeApi
@@ -85,6 +87,7 @@ def to_http(template: Mapping[str, Any], *, url: str, tag: str) -> dict[str, Any
 @dataclass
 class DistributedConverge:
     operations: Operations
+    convergence: Convergence
     pool: asyncpg.Pool
     api: FakeApi
     tag: str
@@ -98,14 +101,25 @@ class DistributedConverge:
         return Goal(to_http(template, url=f"{self.api.base}/things", tag=self.tag), parameters=params)
 
     async def create(
-        self, name: str, template: Mapping[str, Any], *, rollback: bool = False, **params: Any
+        self,
+        name: str,
+        template: Mapping[str, Any],
+        *,
+        rollback: bool = False,
+        timeout_mins: int | None = None,
+        **params: Any,
     ) -> StackId:
         return await self.operations.create(
             project_id=self.project,
             name=f"{self.tag}-{name}",
             goal=self._goal(template, params),
             disable_rollback=not rollback,
+            timeout_mins=timeout_mins,
         )
+
+    async def time_passes(self, seconds: float) -> None:
+        """Let a timeout scheduler (this test's own engine core) see the clock `seconds` ahead."""
+        await self.convergence.expire_overdue(now=time.time() + seconds)
 
     async def cancel(self, stack_id: uuid.UUID, *, rollback: bool) -> None:
         await self.operations.cancel(StackId(stack_id), rollback=rollback)

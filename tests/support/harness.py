@@ -32,8 +32,16 @@ class Harness(Protocol):
     def world(self) -> WorldView: ...
 
     async def create(
-        self, name: str, template: Mapping[str, Any], *, rollback: bool = False, **params: Any
+        self,
+        name: str,
+        template: Mapping[str, Any],
+        *,
+        rollback: bool = False,
+        timeout_mins: int | None = None,
+        **params: Any,
     ) -> uuid.UUID: ...
+
+    async def time_passes(self, seconds: float) -> None: ...
 
     async def cancel(self, stack_id: uuid.UUID, *, rollback: bool) -> None: ...
 

@@ -226,6 +226,46 @@ class Tx:
             reason,
         )
 
+    async def overdue_stacks(self, now: float, *, limit: int = 20) -> list[StackRow]:
+        """Stacks whose operation has run longer than its timeout_mins; each taken by
+        one engine (SKIP LOCKED) so engines share the work."""
+        rows = await self._c.fetch(
+            f"""SELECT {", ".join(f"s.{c.strip()}" for c in _STACK_COLUMNS.split(","))}
+                FROM stacks s JOIN traversals t ON t.traversal_id = s.current_traversal
+                WHERE s.status = 'IN_PROGRESS' AND s.timeout_mins IS NOT NULL AND s.deleted_at IS NULL
+                  AND t.created_at + make_interval(mins => s.timeout_mins) < to_timestamp($1)
+                ORDER BY t.created_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED""",
+            now,
+            limit,
+        )
+        return [_stack(r) for r in rows]
+
+    async def disown_jobs(self, stack_id: StackId, traversal: TraversalId, reason: str) -> list[str]:
+        """Stop waiting for the jobs `traversal` has in flight whose real resource is
+        known: the rows become FAILED (cleanup can delete them); late outcomes of those
+        jobs are stale and ignored. Jobs that never reported a physical id are left to
+        their own deadline, so no real resource goes unrecorded."""
+        rows = await self._c.fetch(
+            """UPDATE resources SET current_job = NULL, job_node = NULL, job_properties = NULL,
+                   job_requires = NULL, job_template_id = NULL, status = 'FAILED', status_reason = $3,
+                   version = version + 1, updated_at = now()
+               WHERE stack_id = $1 AND traversal_id = $2 AND current_job IS NOT NULL
+                 AND physical_id IS NOT NULL
+               RETURNING name""",
+            stack_id,
+            traversal,
+            reason,
+        )
+        return sorted(r["name"] for r in rows)
+
+    async def in_progress_names(self, stack_id: StackId) -> list[str]:
+        rows = await self._c.fetch(
+            """SELECT DISTINCT name FROM resources
+               WHERE stack_id = $1 AND status = 'IN_PROGRESS' ORDER BY name""",
+            stack_id,
+        )
+        return [r["name"] for r in rows]
+
     async def stop_operation(self, stack_id: StackId, traversal: TraversalId, reason: str) -> None:
         """End the running operation where it is: a fresh traversal id with no graph
         stops its checks; the stack is FAILED with `reason`."""
