@@ -272,13 +272,15 @@ def test_event_list_follow_prints_events_until_the_stack_settles(server: Server)
     assert f"[{name}]: CREATE_COMPLETE  Stack CREATE completed successfully" in lines[-1]
 
 
-def test_actions_the_server_does_not_support_show_its_message(server: Server) -> None:
+def test_refused_actions_show_the_servers_message(server: Server) -> None:
     name = unique("acted")
-    server.ok("stack", "create", name, "-t", "template.yaml")
-    for args in (["stack", "cancel", name], ["observe", "start", name, "--interval", "5", "--heal"]):
-        refused = server.converge(*args)
-        assert refused.code == 1
-        assert "not supported yet" in refused.err
+    server.ok("stack", "create", name, "-t", "template.yaml", "--wait")
+    refused = server.converge("stack", "cancel", name)
+    assert refused.code == 1
+    assert "Cancelling update when stack is CREATE_COMPLETE is not supported" in refused.err
+    unsupported = server.converge("observe", "start", name, "--interval", "5", "--heal")
+    assert unsupported.code == 1
+    assert "not supported yet" in unsupported.err
 
 
 def test_missing_credentials_and_a_wrong_token_are_one_line_errors(server: Server, tmp_path: Path) -> None:
