@@ -10,6 +10,7 @@ previous layer and reading an attribute of one).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import uuid
@@ -21,6 +22,7 @@ from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
+from services.engine.template import DEFAULT_LIMITS
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.memory import MemoryBus
@@ -77,7 +79,10 @@ async def _measure(shape: str, n: int) -> list[dict[str, Any]]:
         types = load_types()
         bus = MemoryBus()
         supervisor = Supervisor()
-        engine = EngineService(pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor)
+        limits = dataclasses.replace(DEFAULT_LIMITS, max_template_bytes=64 * 1024 * 1024)
+        engine = EngineService(
+            pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor, limits=limits
+        )
         await engine.start()
         runtime = PluginRuntime(types=types)
         worker = WorkerService(

@@ -77,6 +77,15 @@ class EngineSettings(CommonSettings):
     db_pool_size: int = Field(10, ge=1, le=200, description="asyncpg pool size per engine.")
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
     api_port: int = Field(8004, ge=1, le=65535, description="Port of the API, health and metrics.")
+    max_template_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=256 * 1024 * 1024,
+        description="Largest template/environment/file accepted (bytes); same on every engine.",
+    )
+    max_resources_per_stack: int = Field(
+        100_000, ge=1, le=1_000_000, description="Most resources one stack may hold; same on every engine."
+    )
     api_tokens: str | None = Field(
         None,
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "

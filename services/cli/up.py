@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
-from services.engine.service import EngineService
+from services.engine.service import EngineService, template_limits
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
@@ -65,7 +65,13 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         session = await stack.enter_async_context(aiohttp.ClientSession())
         with structlog.contextvars.bound_contextvars(service="engine"):
             engine = EngineService(
-                pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor
+                pool=pool,
+                bus=bus,
+                types=types,
+                engine_id=uuid.uuid4(),
+                supervisor=supervisor,
+                registry=registry,
+                limits=template_limits(settings),
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())

@@ -45,8 +45,15 @@ def build_definition(
 
 
 class DefinitionCache:
-    def __init__(self, *, types: Mapping[str, type[ResourceType]], size: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        types: Mapping[str, type[ResourceType]],
+        limits: TemplateLimits = DEFAULT_LIMITS,
+        size: int = 64,
+    ) -> None:
         self._types = types
+        self._limits = limits
         self._size = size
         self._cache: OrderedDict[TemplateId, StackDefinition] = OrderedDict()
 
@@ -64,6 +71,6 @@ class DefinitionCache:
         record = await tx.template(template_id)
         if record is None:
             raise PermanentError(f"template {template_id} of stack {stack.stack_id} is missing")
-        definition = build_definition(record, stack, types=self._types)
+        definition = build_definition(record, stack, types=self._types, limits=self._limits)
         self.put(template_id, definition)
         return definition

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
-from services.engine.service import EngineService
+from services.engine.service import EngineService, template_limits
 from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
@@ -50,7 +50,13 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         )
         stack.push_async_callback(bus.close)
         engine = EngineService(
-            pool=pool, bus=bus, types=load_types(), engine_id=uuid.uuid4(), supervisor=supervisor
+            pool=pool,
+            bus=bus,
+            types=load_types(),
+            engine_id=uuid.uuid4(),
+            supervisor=supervisor,
+            registry=registry,
+            limits=template_limits(settings),
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

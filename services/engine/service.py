@@ -10,6 +10,7 @@ host it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import asyncpg
 import structlog
+from prometheus_client import CollectorRegistry, Counter
 
 from services.engine.api.deps import ApiDeps
 from services.engine.checks import CODEC, Convergence
@@ -27,11 +29,13 @@ from services.engine.outbox import Outbox
 from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.queries import Queries
+from services.engine.template import DEFAULT_LIMITS, TemplateLimits
 from shared.bus import Bus
 from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE
+from shared.settings import EngineSettings
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -48,18 +52,28 @@ class EngineService:
         supervisor: Supervisor,
         prefetch: int = 64,
         heartbeat_seconds: float = 2.0,
+        stall_seconds: float = 300.0,
+        registry: CollectorRegistry | None = None,
+        limits: TemplateLimits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._clock = clock
+        self._stall_seconds = stall_seconds
+        self._stalled = Counter(
+            "converge_engine_stalled_stacks",
+            "Reports of a stack in progress that made no progress for the stall time.",
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
         self.store = Store(pool)
         self.bus = bus
         self.engine_id = engine_id
         self.outbox = Outbox(pool=pool, bus=bus)
         self.types = types
-        self.definitions = definitions = DefinitionCache(types=types)
+        self.limits = limits
+        self.definitions = definitions = DefinitionCache(types=types, limits=limits)
         self.queries = Queries(pool)
         self.operations = Operations(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types
+            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
         )
         self.convergence = Convergence(
             store=self.store, outbox=self.outbox, definitions=definitions, types=types
@@ -76,6 +90,7 @@ class EngineService:
             store=self.store,
             definitions=self.definitions,
             types=self.types,
+            limits=self.limits,
             signals=Signals(store=self.store, outbox=self.outbox),
         )
 
@@ -98,13 +113,29 @@ class EngineService:
                 log.warning("heartbeat_failed", error=str(exc))
 
     async def _timeouts(self, *, every: float = 1.0) -> None:
-        """Stacks never sit IN_PROGRESS past their timeout, message or no message."""
+        """Stacks never sit IN_PROGRESS past their timeout, message or no message;
+        one that stops moving for the stall time is reported (event, log, metric)."""
+        ticks = 0
         while True:
             await asyncio.sleep(every)
+            ticks += 1
             try:
                 await self.convergence.expire_overdue(now=self._clock())
+                if ticks % 10 == 0:
+                    await self.report_stalled()
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
+
+    async def report_stalled(self) -> int:
+        """Record an event for each stack with no progress for the stall time."""
+        stalled = await self.store.stalled_stacks(seconds=self._stall_seconds, now=self._clock())
+        for stack in stalled:
+            running = ", ".join(stack["running"]) or "none"
+            reason = f"No progress for {self._stall_seconds:.0f}s; still in progress: {running}"
+            await self.store.stack_event(stack["stack_id"], stack["name"], stack["action"], reason)
+            log.warning("stack_stalled", stack_id=str(stack["stack_id"]), running=list(stack["running"]))
+            self._stalled.inc()
+        return len(stalled)
 
     async def _janitor(self, *, every: float = 60.0) -> None:
         while True:
@@ -122,3 +153,12 @@ class EngineService:
             await self.store.unregister_engine(self.engine_id)
         except StoreUnavailable as exc:
             log.warning("unregister_failed", error=str(exc))
+
+
+def template_limits(settings: EngineSettings) -> TemplateLimits:
+    """The deployment's template limits (every engine must use the same)."""
+    return dataclasses.replace(
+        DEFAULT_LIMITS,
+        max_template_bytes=settings.max_template_bytes,
+        max_resources=settings.max_resources_per_stack,
+    )

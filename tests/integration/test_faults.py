@@ -26,6 +26,7 @@ from services.engine.outbox import Outbox
 from services.engine.store import Store, connect
 from shared.bus.amqp import AmqpBus
 from shared.plugins.registry import load_types
+from tests.support import rabbit
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
@@ -173,6 +174,53 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
             ("DELETE", "IN_PROGRESS"),
             ("DELETE", "COMPLETE"),
         ], "every stack event once, in order"
+    finally:
+        await cluster.stop()
+        await bus.close()
+        await pool.close()
+
+
+async def all_connected(name_contains: str, count: int) -> None:
+    async with asyncio.timeout(60):
+        while True:
+            listing = await asyncio.to_thread(rabbit.rabbitmqctl, "list_connections", "client_properties")
+            if sum(name_contains in line for line in listing.splitlines()) >= count:
+                return
+            await asyncio.sleep(0.2)
+
+
+@pytest.mark.timeout(300)
+async def test_dropping_every_broker_and_database_connection_mid_operation_loses_nothing(
+    database_url: str, amqp_url: str, queue_prefix: str, api: FakeApi
+) -> None:
+    cluster = Cluster(database_url, amqp_url, queue_prefix)
+    pool = await connect(database_url, size=2)
+    bus = await AmqpBus.connect(amqp_url, prefix=queue_prefix, connection_name="test-driver")
+    try:
+        await asyncio.gather(*(cluster.start(name) for name in cluster.specs))
+        types = load_types()
+        ops = Operations(
+            store=Store(pool),
+            outbox=Outbox(pool=pool, bus=bus),
+            definitions=DefinitionCache(types=types),
+            types=types,
+        )
+        stack = await ops.create(project_id="p", name="big", goal=Goal(template(api, 1)))
+        for _ in range(3):
+            await all_connected(f"{queue_prefix}:", 5)  # the services reconnected after the last drop
+            closed = await asyncio.to_thread(rabbit.close_connections, f"{queue_prefix}:")
+            dropped = await pool.fetchval(
+                """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                   WHERE datname = current_database() AND application_name = 'converge-engine'"""
+            )
+            assert closed == 5
+            assert dropped >= 1
+        assert await settled(pool, stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
+        check_world(api, 1)
+        assert len(api.created) == WIDTH * LAYERS, "no real resource was created twice"
+        assert all(
+            p.process is not None and p.process.returncode is None for p in cluster.running.values()
+        ), "every service reconnected instead of dying"
     finally:
         await cluster.stop()
         await bus.close()

@@ -120,7 +120,9 @@ class Converge:
 
 
 @contextlib.asynccontextmanager
-async def converge(database_url: str, *, seed: int, duplicate_rate: float = 0.2) -> AsyncIterator[Converge]:
+async def converge(
+    database_url: str, *, seed: int, duplicate_rate: float = 0.2, stall_seconds: float = 300.0
+) -> AsyncIterator[Converge]:
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
     pool = await connect(database_url, size=5)
@@ -128,7 +130,14 @@ async def converge(database_url: str, *, seed: int, duplicate_rate: float = 0.2)
         await migrate(conn)
     bus = MemoryBus(max_deliveries=10, chaos=Chaos(seed=seed, reorder=True, duplicate_rate=duplicate_rate))
     supervisor = Supervisor()
-    engine = EngineService(pool=pool, bus=bus, types=types, engine_id=uuid.uuid4(), supervisor=supervisor)
+    engine = EngineService(
+        pool=pool,
+        bus=bus,
+        types=types,
+        engine_id=uuid.uuid4(),
+        supervisor=supervisor,
+        stall_seconds=stall_seconds,
+    )
     await engine.start()
     api_port = free_port()
     worker = WorkerService(

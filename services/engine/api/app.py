@@ -33,6 +33,8 @@ def build_app(
             auth_middleware(tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized)
         )
         all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes()
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
+    # A body holds a template, an environment and files: room for twice the template limit.
+    max_body = max(MAX_BODY_BYTES, 2 * api.limits.max_template_bytes + 64 * 1024) if api else MAX_BODY_BYTES
+    app = web.Application(client_max_size=max_body, middlewares=middlewares)
     app.add_routes(all_routes)
     return app

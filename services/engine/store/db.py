@@ -28,11 +28,18 @@ _CONNECT_ERRORS = (
 )
 
 
-async def connect(url: str, *, size: int = 10) -> asyncpg.Pool:
-    """Open a pool to `url`; raise `StoreUnavailable` naming what failed."""
+async def connect(url: str, *, size: int = 10, application_name: str = "converge") -> asyncpg.Pool:
+    """Open a pool to `url`; raise `StoreUnavailable` naming what failed. Connections
+    carry `application_name`, so operators see which service holds them."""
     try:
         pool: asyncpg.Pool = await asyncpg.create_pool(
-            url, min_size=1, max_size=size, timeout=10, command_timeout=60, init=_init_connection
+            url,
+            min_size=1,
+            max_size=size,
+            timeout=10,
+            command_timeout=60,
+            init=_init_connection,
+            server_settings={"application_name": application_name},
         )
     except _CONNECT_ERRORS as exc:
         raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
@@ -98,6 +105,36 @@ class Store:
             "DELETE FROM inbox WHERE processed_at < now() - make_interval(secs => $1 * 86400.0)", inbox_days
         )
         return int(traversals.split()[-1]), int(inbox.split()[-1])
+
+    async def stalled_stacks(self, *, seconds: float, now: float) -> list[asyncpg.Record]:
+        """Stacks in progress with no event for `seconds`, and what is still running."""
+        return list(
+            await self._pool.fetch(
+                """SELECT s.stack_id, s.name, s.action,
+                          ARRAY(SELECT r.name FROM resources r WHERE r.stack_id = s.stack_id
+                                AND r.status = 'IN_PROGRESS' ORDER BY r.name) AS running
+                   FROM stacks s
+                   WHERE s.status = 'IN_PROGRESS' AND s.deleted_at IS NULL
+                     AND (SELECT max(e.created_at) FROM events e WHERE e.stack_id = s.stack_id)
+                         < to_timestamp($1) - make_interval(secs => $2)
+                   LIMIT 100""",
+                now,
+                seconds,
+            )
+        )
+
+    async def stack_event(self, stack_id: uuid.UUID, name: str, action: str, reason: str) -> None:
+        await self._execute(
+            """INSERT INTO events (event_id, stack_id, resource_name, physical_resource_id, resource_type,
+                                   action, status, reason)
+               VALUES ($1, $2, $3, $4, 'OS::Heat::Stack', $5, 'IN_PROGRESS', $6)""",
+            uuid.uuid4(),
+            stack_id,
+            name,
+            str(stack_id),
+            action,
+            reason,
+        )
 
     async def live_engines(self, *, within_seconds: float) -> list[uuid.UUID]:
         rows = await self._fetch(
