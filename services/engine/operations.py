@@ -17,13 +17,22 @@ from typing import Any, TypeVar
 
 import structlog
 
+from services.engine.checks import reference_data
+from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
+from services.engine.template import (
+    DEFAULT_LIMITS,
+    ResolutionError,
+    StackDefinition,
+    TemplateLimits,
+    load_stack,
+    resolve_properties,
+)
 from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, fail_or_roll_back
 from shared.errors import ConflictError, InvalidInput, NotFound
 from shared.plugins import ResourceType
@@ -127,6 +136,43 @@ class Operations:
 
     async def delete(self, stack_id: StackId) -> TraversalId:
         return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
+
+    async def preview_update(self, stack_id: StackId, goal: Goal) -> dict[str, list[ResourceRow | str]]:
+        """What an update to `goal` would do to each resource, without doing it:
+        added / deleted / replaced / updated / unchanged (names for added ones).
+        A resource whose new properties depend on values not known yet counts as updated."""
+        async with self._store.transaction() as tx:
+            stack = await tx.stack(stack_id)
+            if stack is None:
+                raise StackNotFound(f"stack {stack_id} not found")
+            rows = await tx.resources(stack_id)
+        definition = self.validate(goal, stack)
+        current = {r.name: r for r in rows if r.replaced_by is None}
+        data = {n: reference_data(r, self._types) for n, r in current.items() if r.exists}
+        changes: dict[str, list[ResourceRow | str]] = {
+            k: [] for k in ("added", "deleted", "replaced", "updated", "unchanged")
+        }
+        for name, goal_resource in definition.resources.items():
+            row = current.get(name)
+            if row is None or not row.exists:
+                changes["added"].append(name)
+                continue
+            try:
+                properties = resolve_properties(definition, name, data)
+            except ResolutionError:
+                changes["updated"].append(row)
+                continue
+            decision = decide_forward(
+                row,
+                type_name=goal_resource.type,
+                schema=self._types[goal_resource.type].properties,
+                properties=properties,
+                external_id=goal_resource.external_id,
+            )
+            kind = {Forward.NOTHING: "unchanged", Forward.REPLACE: "replaced"}.get(decision.kind, "updated")
+            changes[kind].append(row)
+        changes["deleted"] = [r for n, r in current.items() if n not in definition.resources]
+        return changes
 
     async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         await _retrying(lambda: self._cancel(stack_id, rollback=rollback))

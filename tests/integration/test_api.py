@@ -154,6 +154,15 @@ async def test_heatclient_drives_a_stack_through_its_life(api: tuple[Converge, s
         hc.stacks.update(stack_id, existing=True, parameters={"v": "three"})
         wait_for(hc, stack_id, "UPDATE_COMPLETE")
         seen["patched"] = hc.stacks.output_show(stack_id, "out")["output"]["output_value"]
+        preview = hc.stacks.preview_update(
+            stack_id,
+            template={**TEMPLATE, "resources": {**TEMPLATE["resources"], "more": {"type": "OS::Heat::None"}}},
+            parameters={"v": "four"},
+        )
+        seen["preview"] = {k: [r["resource_name"] for r in v] for k, v in preview["resource_changes"].items()}
+        seen["preview_create"] = [
+            r["resource_name"] for r in hc.stacks.preview(stack_name="p", template=TEMPLATE).resources
+        ]
         seen["resources"] = [(r.resource_name, r.resource_status) for r in hc.resources.list(stack_id)]
         seen["attr"] = hc.resources.get(stack_id, "test").attributes["output"]
         seen["events"] = [e.resource_status for e in hc.events.list(stack_id)]
@@ -168,6 +177,14 @@ async def test_heatclient_drives_a_stack_through_its_life(api: tuple[Converge, s
     assert seen["params"]["secret"] == "******"
     assert seen["output"] == "one"
     assert seen["patched"] == "three"
+    assert seen["preview"] == {
+        "added": ["more"],
+        "deleted": [],
+        "replaced": [],
+        "updated": ["test"],
+        "unchanged": [],
+    }
+    assert seen["preview_create"] == ["test"]
     assert seen["resources"] == [("test", "UPDATE_COMPLETE")]
     assert seen["attr"] == "three"
     assert seen["events"][0] == "CREATE_IN_PROGRESS"

@@ -299,6 +299,14 @@ def _stack_paths() -> Json:
                 errors=(409,),
             ),
         },
+        f"{stacks}/preview": {
+            "post": _operation(
+                "Preview a create: the stack and resources it would make, changing nothing",
+                {"200": _json(_object({"stack": _STACK_VIEW}), "OK.")},
+                params=("project_id",),
+                body=body,
+            )
+        },
         f"{stacks}/{{stack_identity}}": redirect,
         one: {
             "get": _operation(
@@ -319,6 +327,15 @@ def _stack_paths() -> Json:
         f"{one}/outputs/{{output_key}}": get(
             "Show an output", _object({"output": _ANY_OBJECT}), params=(*_STACK, "output_key")
         ),
+        f"{one}/preview": {
+            "put": _operation(
+                "Preview an update: added, deleted, replaced, updated, unchanged resources",
+                {"200": _json(_object({"resource_changes": _ANY_OBJECT}), "OK.")},
+                params=_STACK,
+                body=body,
+                errors=(409,),
+            )
+        },
         f"{one}/actions": {
             "post": _operation(
                 "Run a stack action (cancel the operation in progress)",

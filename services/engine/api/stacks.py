@@ -9,6 +9,7 @@ events, actions) are dispatched to their modules from here.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -19,7 +20,7 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
-from services.engine.core.model import StackId
+from services.engine.core.model import Action, StackId, StackRow, Status
 from services.engine.operations import Goal
 from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
@@ -54,6 +55,7 @@ class StackRoutes:
         return [
             web.get("/v1/{project}/stacks", self.index),
             web.post("/v1/{project}/stacks", self.create),
+            web.post("/v1/{project}/stacks/preview", self.preview_create),
             web.route("*", "/v1/{project}/stacks/{tail:.+}", self.dispatch),
         ]
 
@@ -111,6 +113,71 @@ class StackRoutes:
             headers={"Location": location},
         )
 
+    async def preview_create(self, request: web.Request) -> web.Response:
+        """Validate a create and show the stack it would make, changing nothing."""
+        body = await parse_body(request, StackBody)
+        template = body.template_document()
+        if body.stack_name is None or template is None:
+            raise bad_request("stack_name and a template are required")
+        project = request.match_info["project"]
+        draft = preview_stack(project, body.stack_name, body.disable_rollback, body.timeout_mins)
+        goal = Goal(template, body.environment_document(), body.parameters, body.files)
+        definition = self._d.operations.validate(goal, draft)
+        base = base_url(request)
+        view = stack_detail(
+            preview_view(draft, body.tag_list()),
+            base,
+            description=definition.template.description,
+            parameters=definition.parameters,
+            hidden=definition.hidden_parameters(),
+            outputs=None,
+        )
+        view["resources"] = [
+            {
+                "resource_name": n,
+                "resource_type": r.type,
+                "stack_name": body.stack_name,
+                "resource_action": "INIT",
+                "resource_status": "COMPLETE",
+                "required_by": sorted(definition.dependents(n)),
+            }
+            for n, r in definition.resources.items()
+        ]
+        return json_response({"stack": view})
+
+    async def preview_update(self, request: web.Request, stack: StackView) -> web.Response:
+        body = await parse_body(request, StackBody)
+        current = await self._current_goal(stack)
+        template = body.template_document()
+        if template is None and not body.existing:
+            raise bad_request("a template is required (or existing: true to keep the current one)")
+        goal = Goal(
+            template or current.template,
+            {**(current.environment if body.existing else {}), **body.environment_document()},
+            {**(current.parameters if body.existing else {}), **body.parameters},
+            {**(current.files if body.existing else {}), **body.files},
+        )
+        changes = await self._d.operations.preview_update(StackId(stack.stack_id), goal)
+        new_types = {
+            n: r["type"]
+            for n, r in (template or current.template).get("resources", {}).items()
+            if isinstance(r, dict)
+        }
+
+        def entry(item: Any) -> dict[str, Any]:
+            if isinstance(item, str):
+                return {"resource_name": item, "resource_type": new_types.get(item), "stack_name": stack.name}
+            return {
+                "resource_name": item.name,
+                "resource_type": item.type,
+                "stack_name": stack.name,
+                "physical_resource_id": item.physical_id or "",
+                "resource_action": item.action.value,
+                "resource_status": item.status.value,
+            }
+
+        return json_response({"resource_changes": {k: [entry(i) for i in v] for k, v in changes.items()}})
+
     # -- one stack ------------------------------------------------------------
 
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -148,6 +215,8 @@ class StackRoutes:
             return await self.stored(request, stack, head)
         if head == "outputs" and method == "GET" and len(rest) <= 2:
             return await self.outputs(request, stack, rest[1] if len(rest) == 2 else None)
+        if head == "preview" and method == "PUT" and len(rest) == 1:
+            return await self.preview_update(request, stack)
         if head == "actions" and method == "POST" and len(rest) == 1:
             return await self.action(request, stack)
         if head in ("resources", "events"):
@@ -228,6 +297,42 @@ class StackRoutes:
             await self._d.operations.cancel(StackId(stack.stack_id), rollback=name == "cancel_update")
             return web.Response(status=200)
         raise bad_request(f"the {name} action is not supported yet", "NotSupported")
+
+
+def preview_stack(project: str, name: str, disable_rollback: bool, timeout_mins: int | None) -> StackRow:
+    return StackRow(
+        StackId(uuid.UUID(int=0)),
+        project,
+        name,
+        Action.INIT,
+        Status.COMPLETE,
+        "",
+        None,
+        None,
+        None,
+        disable_rollback,
+        timeout_mins,
+    )
+
+
+def preview_view(stack: StackRow, tags: list[str]) -> StackView:
+    now = datetime.now(UTC)
+    return StackView(
+        stack.stack_id,
+        stack.project_id,
+        stack.name,
+        "INIT",
+        "COMPLETE",
+        "",
+        None,
+        None,
+        stack.disable_rollback,
+        stack.timeout_mins,
+        tuple(tags),
+        now,
+        None,
+        None,
+    )
 
 
 def _is_uuid(text: str) -> bool:
