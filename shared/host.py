@@ -13,13 +13,21 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from shared.bus import Bus, Handler, Subscription
+from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
+from shared.http_client import AllowList, HttpGateway
 from shared.messages import Codec
+from shared.plugins.registry import load_types
+from shared.plugins.runtime import PluginRuntime
+from shared.settings import ObserverSettings, WorkerSettings, require_amqp
+
+PluginServiceSettings = WorkerSettings | ObserverSettings
 
 log = structlog.get_logger(__name__)
 
@@ -90,3 +98,38 @@ async def host_consumer_service(
         log.info("draining", in_queues=[c.queue for c in consumptions])
         abandon_resumable(consumptions)
         await drain(subs, seconds=drain_seconds)
+
+
+async def serve_plugin_service(
+    settings: PluginServiceSettings,
+    stop: asyncio.Event,
+    *,
+    name: str,
+    consumptions: Callable[[Bus, PluginRuntime, CollectorRegistry], Sequence[Consumption]],
+) -> None:
+    """Host a service that runs plugin actions (worker, observer) in its own process:
+    resource types, the allow-listed HTTP client, the bus, then `host_consumer_service`."""
+    amqp_url = require_amqp(settings, program=f"converge-{name}")
+    types = load_types()
+    allow = AllowList.parse(settings.http_allowed_hosts)
+    async with aiohttp.ClientSession() as session:
+        bus = await AmqpBus.connect(
+            amqp_url,
+            prefix=settings.queue_prefix,
+            max_deliveries=settings.max_deliveries,
+            connection_name=f"{settings.queue_prefix}:{name}",
+        )
+        registry = CollectorRegistry()
+        runtime = PluginRuntime(
+            types=types, http=HttpGateway(session, allow), api_url=getattr(settings, "public_api_url", "")
+        )
+        await host_consumer_service(
+            bus=bus,
+            consumptions=consumptions(bus, runtime, registry),
+            stop=stop,
+            health_host=settings.health_host,
+            health_port=settings.health_port,
+            registry=registry,
+            readiness=Readiness(),
+            drain_seconds=settings.drain_seconds,
+        )

@@ -78,6 +78,22 @@ class JobResult(Message):
     attributes: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
+    @classmethod
+    def for_job(cls, job: ResourceJob, outcome: JobOutcome, *, reporter: str, **fields: Any) -> JobResult:
+        """The outcome of `job`; its id is derived from the job's and the reporter
+        ("result" from a worker, "observed" from an observer), so duplicates dedupe."""
+        return cls(
+            id=f"{job.job_id}:{reporter}",
+            job_id=job.job_id,
+            stack_id=job.stack_id,
+            traversal_id=job.traversal_id,
+            resource_id=job.resource_id,
+            resource_name=job.resource_name,
+            action=job.action,
+            outcome=outcome,
+            **fields,
+        )
+
 
 class ObserveRequest(Message):
     """Watch the resource of `job` (whose action is in progress) until it settles."""

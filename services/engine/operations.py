@@ -101,19 +101,7 @@ class Operations:
         tags: Sequence[str] = (),
     ) -> StackId:
         stack_id = StackId(uuid.uuid4())
-        draft = StackRow(
-            stack_id,
-            project_id,
-            name,
-            Action.INIT,
-            Status.COMPLETE,
-            "",
-            None,
-            None,
-            None,
-            disable_rollback,
-            timeout_mins,
-        )
+        draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
         definition = self.validate(goal, draft)
         effects = Effects()
         async with self._store.transaction() as tx:
@@ -248,6 +236,25 @@ class Operations:
             fx=fx,
             existing=existing,
         )
+
+
+def draft_stack(
+    stack_id: StackId, project_id: str, name: str, disable_rollback: bool, timeout_mins: int | None
+) -> StackRow:
+    """The row a new stack starts as (INIT), before anything is stored."""
+    return StackRow(
+        stack_id,
+        project_id,
+        name,
+        Action.INIT,
+        Status.COMPLETE,
+        "",
+        None,
+        None,
+        None,
+        disable_rollback,
+        timeout_mins,
+    )
 
 
 T = TypeVar("T")

@@ -46,18 +46,9 @@ def settle(action: JobAction, observation: Observation) -> tuple[JobOutcome, str
 
 
 def _result(job: ResourceJob, outcome: JobOutcome, observation: Observation | None, reason: str) -> JobResult:
-    return JobResult(
-        id=f"{job.job_id}:observed",
-        job_id=job.job_id,
-        stack_id=job.stack_id,
-        traversal_id=job.traversal_id,
-        resource_id=job.resource_id,
-        resource_name=job.resource_name,
-        action=job.action,
-        outcome=outcome,
-        physical_id=job.physical_id,
-        attributes=dict(observation.attributes) if observation is not None else {},
-        reason=reason,
+    attributes = dict(observation.attributes) if observation is not None else {}
+    return JobResult.for_job(
+        job, outcome, reporter="observed", physical_id=job.physical_id, attributes=attributes, reason=reason
     )
 
 

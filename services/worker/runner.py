@@ -23,17 +23,7 @@ from shared.protocol import JobAction, JobOutcome, JobResult, ResourceJob
 
 
 def _result(job: ResourceJob, outcome: JobOutcome, **fields: Any) -> JobResult:
-    return JobResult(
-        id=f"{job.job_id}:result",
-        job_id=job.job_id,
-        stack_id=job.stack_id,
-        traversal_id=job.traversal_id,
-        resource_id=job.resource_id,
-        resource_name=job.resource_name,
-        action=job.action,
-        outcome=outcome,
-        **fields,
-    )
+    return JobResult.for_job(job, outcome, reporter="result", **fields)
 
 
 def _failed(job: ResourceJob, reason: str) -> JobResult:

@@ -20,8 +20,8 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
-from services.engine.core.model import Action, StackId, StackRow, Status
-from services.engine.operations import Goal
+from services.engine.core.model import StackId, StackRow
+from services.engine.operations import Goal, draft_stack
 from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
 
@@ -300,19 +300,7 @@ class StackRoutes:
 
 
 def preview_stack(project: str, name: str, disable_rollback: bool, timeout_mins: int | None) -> StackRow:
-    return StackRow(
-        StackId(uuid.UUID(int=0)),
-        project,
-        name,
-        Action.INIT,
-        Status.COMPLETE,
-        "",
-        None,
-        None,
-        None,
-        disable_rollback,
-        timeout_mins,
-    )
+    return draft_stack(StackId(uuid.UUID(int=0)), project, name, disable_rollback, timeout_mins)
 
 
 def preview_view(stack: StackRow, tags: list[str]) -> StackView:
