@@ -77,6 +77,12 @@ class JobResult(Message):
     physical_id: str | None = None
     attributes: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
+    # What the job acted on, so the engine can undo the action of a job it no
+    # longer expected (a late redelivery that re-created a deleted resource).
+    resource_type: str = ""
+    properties: dict[str, Any] = Field(default_factory=dict)
+    stack_name: str = ""
+    project_id: str = ""
 
     @classmethod
     def for_job(cls, job: ResourceJob, outcome: JobOutcome, *, reporter: str, **fields: Any) -> JobResult:
@@ -91,6 +97,10 @@ class JobResult(Message):
             resource_name=job.resource_name,
             action=job.action,
             outcome=outcome,
+            resource_type=job.resource_type,
+            properties=job.properties,
+            stack_name=job.stack_name,
+            project_id=job.project_id,
             **fields,
         )
 

@@ -350,6 +350,7 @@ class Convergence:
         row = await tx.resource(res.resource_id)
         if row is None or row.current_job != res.job_id:
             log.info("stale_result", outcome=res.outcome.value)
+            await self._reap_orphan(tx, res, fx)
             return
         stack = await tx.stack(row.stack_id)
         assert row.job_node is not None
@@ -457,6 +458,36 @@ class Convergence:
             await self._node_done(tx, stack, traversal, node, fx)
         else:
             await self._wake_waiting(row, fx)
+
+    async def _reap_orphan(self, tx: Tx, res: JobResult, fx: Effects) -> None:
+        """A job nobody waits for any more created a real resource (a late redelivery):
+        unless a row owns that resource, delete it, so nothing leaks."""
+        created = res.action is JobAction.CREATE and res.outcome in (
+            JobOutcome.COMPLETE,
+            JobOutcome.IN_PROGRESS,
+        )
+        if not created or res.physical_id is None or not res.resource_type:
+            return
+        if await tx.resource_by_physical_id(StackId(uuid.UUID(res.stack_id)), res.physical_id) is not None:
+            return  # an idempotent replay of a resource a row owns
+        log.warning("orphan_reaped", physical_id=res.physical_id, resource=res.resource_name)
+        fx.emit(
+            JOBS_QUEUE,
+            ResourceJob(
+                job_id=uuid.uuid4().hex,
+                stack_id=res.stack_id,
+                stack_name=res.stack_name,
+                project_id=res.project_id,
+                traversal_id=res.traversal_id,
+                resource_id=res.resource_id,
+                resource_name=res.resource_name,
+                resource_type=res.resource_type,
+                action=JobAction.DELETE,
+                physical_id=res.physical_id,
+                properties=res.properties,
+                deadline=_deadline(None),
+            ),
+        )
 
     async def _settle_condition(self, tx: Tx, row: ResourceRow, fx: Effects) -> None:
         """A wait condition that starts waiting may already have all its signals."""

@@ -1,0 +1,72 @@
+"""Engine safeguards: a stack that stops moving is reported (an event naming what is
+still running, a log line, a metric), and the orphan of a late replayed job is deleted.
+
+Real: PostgreSQL, the engine, worker and observer (in-process bus). Also: orphans of late
+replayed jobs are cleaned up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.support.convergence import converge
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_stack_with_no_progress_is_reported_with_what_is_running(database_url: str) -> None:
+    stuck = {"type": "OS::Heat::TestResource", "properties": {"action_wait_secs": {"create": 600}}}
+    template = {"heat_template_version": "2016-10-14", "resources": {"stuck": stuck}}
+    async with converge(database_url, seed=0, duplicate_rate=0.0, stall_seconds=0.5) as cv:
+        stack = await cv.create("s", template)
+        async with asyncio.timeout(30):
+            while True:  # until the stack has been quiet for the stall time
+                if await cv.engine.report_stalled():
+                    break
+                await asyncio.sleep(0.1)
+        reports = [e for e in await cv.events(stack) if e["reason"].startswith("No progress for")]
+        assert len(reports) == 1
+        assert reports[0]["reason"] == "No progress for 0s; still in progress: stuck"
+        assert (reports[0]["action"], reports[0]["status"]) == ("CREATE", "IN_PROGRESS")
+        assert await cv.engine.report_stalled() == 0, "the report itself counts as news for one period"
+        assert await cv.state(stack) == ("CREATE", "IN_PROGRESS"), "reporting changes nothing"
+
+
+async def test_a_late_replayed_create_is_undone_so_nothing_leaks(database_url: str) -> None:
+    """A create job delivered again after its resource was deleted (an outbox re-publish
+    after an engine died) re-creates it; the engine deletes that orphan."""
+    import time
+    import uuid
+
+    from shared.protocol import JOBS_QUEUE, JobAction, ResourceJob
+
+    template = {"heat_template_version": "2016-10-14", "resources": {"a": {"type": "Test::Thing"}}}
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
+        stack = await cv.create("s", template)
+        await cv.settled(stack)
+        resource_id = (await cv.rows(stack))[0]["resource_id"]
+        await cv.delete(stack)
+        await cv.settled(stack)
+        assert cv.world.live == {}
+        replay = ResourceJob(
+            job_id=uuid.uuid4().hex,
+            stack_id=str(stack),
+            stack_name="s",
+            project_id="p1",
+            traversal_id=str(uuid.uuid4()),
+            resource_id=resource_id,
+            resource_name="a",
+            resource_type="Test::Thing",
+            action=JobAction.CREATE,
+            properties={},
+            deadline=time.time() + 60,
+        )
+        await cv.engine.bus.publish(JOBS_QUEUE, replay)
+        async with asyncio.timeout(30):
+            while True:  # created again, then reaped
+                if cv.world.created == 2 and not cv.world.live:
+                    break
+                await asyncio.sleep(0.02)
+        assert cv.world.deleted == 2
