@@ -106,6 +106,7 @@ async def serve_plugin_service(
     *,
     name: str,
     consumptions: Callable[[Bus, PluginRuntime, CollectorRegistry], Sequence[Consumption]],
+    api_url: str = "",
 ) -> None:
     """Host a service that runs plugin actions (worker, observer) in its own process:
     resource types, the allow-listed HTTP client, the bus, then `host_consumer_service`."""
@@ -120,9 +121,7 @@ async def serve_plugin_service(
             connection_name=f"{settings.queue_prefix}:{name}",
         )
         registry = CollectorRegistry()
-        runtime = PluginRuntime(
-            types=types, http=HttpGateway(session, allow), api_url=getattr(settings, "public_api_url", "")
-        )
+        runtime = PluginRuntime(types=types, http=HttpGateway(session, allow), api_url=api_url)
         await host_consumer_service(
             bus=bus,
             consumptions=consumptions(bus, runtime, registry),

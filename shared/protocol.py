@@ -84,6 +84,23 @@ class JobResult(Message):
     stack_name: str = ""
     project_id: str = ""
 
+    def undo(self, *, job_id: str, deadline: float) -> ResourceJob:
+        """A job deleting what this result's job created (an orphan nobody owns)."""
+        return ResourceJob(
+            job_id=job_id,
+            stack_id=self.stack_id,
+            stack_name=self.stack_name,
+            project_id=self.project_id,
+            traversal_id=self.traversal_id,
+            resource_id=self.resource_id,
+            resource_name=self.resource_name,
+            resource_type=self.resource_type,
+            action=JobAction.DELETE,
+            physical_id=self.physical_id,
+            properties=self.properties,
+            deadline=deadline,
+        )
+
     @classmethod
     def for_job(cls, job: ResourceJob, outcome: JobOutcome, *, reporter: str, **fields: Any) -> JobResult:
         """The outcome of `job`; its id is derived from the job's and the reporter

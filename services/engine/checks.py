@@ -36,12 +36,13 @@ from services.engine.core.model import (
 )
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
+from services.engine.jobs import deadline_for, job_for, reference_data
 from services.engine.messages import CheckResource
 from services.engine.outbox import Outbox
 from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.template import ResolutionError, ResourceData, resolve_properties
+from services.engine.template import ResolutionError, resolve_properties
 from services.engine.traversal import fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
@@ -61,22 +62,6 @@ from shared.protocol import (
 log = structlog.get_logger(__name__)
 
 CODEC = Codec([CheckResource, JobResult])
-DEFAULT_JOB_SECONDS = 3600.0
-
-
-def _deadline(stack: StackRow | None) -> float:
-    minutes = stack.timeout_mins if stack is not None else None
-    return time.time() + (minutes * 60.0 if minutes else DEFAULT_JOB_SECONDS)
-
-
-def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
-    """What a dependency passes on: its reference id and attributes."""
-    cls = types.get(row.type)
-    reference = row.physical_id
-    if cls is not None and cls.reference_attribute is not None:
-        value = row.attributes.get(cls.reference_attribute)
-        reference = None if value is None else str(value)
-    return ResourceData(reference_id=reference, attributes=row.attributes)
 
 
 class Convergence:
@@ -210,10 +195,19 @@ class Convergence:
         else:
             action = JobAction.CREATE if decision.kind is Forward.CREATE else JobAction.UPDATE
             # The template is adopted when the action succeeds (see _result), not now.
-            await self._update(tx, row, type=goal.type, deletion_policy=adopt["deletion_policy"])
-            fresh = await tx.resource(row.resource_id)
-            assert fresh is not None
-            await self._issue(tx, stack, traversal, node, fresh, action, properties, requires, fx)
+            await self._issue(
+                tx,
+                stack,
+                traversal,
+                node,
+                row,
+                action,
+                properties,
+                requires,
+                fx,
+                type=goal.type,
+                deletion_policy=adopt["deletion_policy"],
+            )
 
     async def _replace(
         self,
@@ -287,23 +281,22 @@ class Convergence:
         properties: Mapping[str, Any],
         requires: frozenset[ResourceId],
         fx: Effects,
+        **row_changes: Any,
     ) -> None:
-        """Record the job on the row (compare-and-swap) and queue it, in one transaction."""
+        """Record the job on the row (compare-and-swap, with any `row_changes`) and queue
+        it, in one transaction."""
         job_id = uuid.uuid4().hex
-        job = ResourceJob(
+        type_name = row_changes.get("type", row.type)
+        job = job_for(
+            stack,
+            row,
             job_id=job_id,
-            stack_id=str(stack.stack_id),
-            stack_name=stack.name,
-            project_id=stack.project_id,
-            traversal_id=str(traversal),
-            resource_id=row.resource_id,
-            resource_name=row.name,
-            resource_type=row.type,
+            traversal=traversal,
             action=action,
+            type_name=type_name,
             physical_id=row.physical_id,
-            properties=dict(properties),
-            previous_properties=dict(row.properties or {}) or None,
-            deadline=_deadline(stack),
+            properties=properties,
+            previous=row.properties,
         )
         heat_action = Action(action.value.upper())
         await self._update(
@@ -318,9 +311,10 @@ class Convergence:
             job_requires=requires,
             job_template_id=stack.current_template_id,
             traversal_id=traversal,
+            **row_changes,
         )
         fx.event(
-            stack.stack_id, row.name, row.physical_id, row.type, heat_action, "IN_PROGRESS", "state changed"
+            stack.stack_id, row.name, row.physical_id, type_name, heat_action, "IN_PROGRESS", "state changed"
         )
         fx.emit(JOBS_QUEUE, job)
 
@@ -329,19 +323,16 @@ class Convergence:
     ) -> ResourceJob:
         """The job in flight on `row`, as an observer needs it."""
         assert row.current_job is not None
-        return ResourceJob(
+        assert row.traversal_id is not None
+        return job_for(
+            stack,
+            row,
             job_id=row.current_job,
-            stack_id=str(row.stack_id),
-            stack_name=stack.name if stack else "",
-            project_id=stack.project_id if stack else "",
-            traversal_id=str(row.traversal_id),
-            resource_id=row.resource_id,
-            resource_name=row.name,
-            resource_type=row.type,
+            traversal=row.traversal_id,
             action=action,
+            type_name=row.type,
             physical_id=physical_id,
-            properties=dict(row.job_properties or {}),
-            deadline=_deadline(stack),
+            properties=row.job_properties or {},
         )
 
     # -- results --------------------------------------------------------------
@@ -471,23 +462,7 @@ class Convergence:
         if await tx.resource_by_physical_id(StackId(uuid.UUID(res.stack_id)), res.physical_id) is not None:
             return  # an idempotent replay of a resource a row owns
         log.warning("orphan_reaped", physical_id=res.physical_id, resource=res.resource_name)
-        fx.emit(
-            JOBS_QUEUE,
-            ResourceJob(
-                job_id=uuid.uuid4().hex,
-                stack_id=res.stack_id,
-                stack_name=res.stack_name,
-                project_id=res.project_id,
-                traversal_id=res.traversal_id,
-                resource_id=res.resource_id,
-                resource_name=res.resource_name,
-                resource_type=res.resource_type,
-                action=JobAction.DELETE,
-                physical_id=res.physical_id,
-                properties=res.properties,
-                deadline=_deadline(None),
-            ),
-        )
+        fx.emit(JOBS_QUEUE, res.undo(job_id=uuid.uuid4().hex, deadline=deadline_for(None)))
 
     async def _settle_condition(self, tx: Tx, row: ResourceRow, fx: Effects) -> None:
         """A wait condition that starts waiting may already have all its signals."""

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.checks import reference_data
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
+from services.engine.jobs import reference_data
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx

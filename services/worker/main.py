@@ -27,6 +27,7 @@ def main() -> int:
             settings,
             stop,
             name="worker",
+            api_url=settings.public_api_url,
             consumptions=lambda bus, runtime, registry: WorkerService(
                 bus=bus,
                 deps=runtime,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.engine.checks import reference_data
 from services.engine.core.model import StackId, Status
 from services.engine.definitions import DefinitionCache
+from services.engine.jobs import reference_data
 from services.engine.operations import Operations
 from services.engine.signals import Signals
 from services.engine.store import Store

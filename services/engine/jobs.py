@@ -1,0 +1,64 @@
+"""The jobs the engine sends and the data dependents read, built from rows. Pure.
+
+`job_for` makes the `ResourceJob` for an action on a row; `deadline_for` is
+when it is abandoned (the stack's timeout, else an hour); `reference_data`
+is what a completed resource passes to the resources that depend on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from services.engine.core.model import ResourceRow, StackRow, TraversalId
+from services.engine.template import ResourceData
+from shared.plugins import ResourceType
+from shared.protocol import JobAction, ResourceJob
+
+DEFAULT_JOB_SECONDS = 3600.0
+
+
+def deadline_for(stack: StackRow | None) -> float:
+    minutes = stack.timeout_mins if stack is not None else None
+    return time.time() + (minutes * 60.0 if minutes else DEFAULT_JOB_SECONDS)
+
+
+def job_for(
+    stack: StackRow | None,
+    row: ResourceRow,
+    *,
+    job_id: str,
+    traversal: TraversalId,
+    action: JobAction,
+    type_name: str,
+    physical_id: str | None,
+    properties: Mapping[str, Any],
+    previous: Mapping[str, Any] | None = None,
+) -> ResourceJob:
+    """The job message for an action on `row`."""
+    return ResourceJob(
+        job_id=job_id,
+        stack_id=str(row.stack_id),
+        stack_name=stack.name if stack else "",
+        project_id=stack.project_id if stack else "",
+        traversal_id=str(traversal),
+        resource_id=row.resource_id,
+        resource_name=row.name,
+        resource_type=type_name,
+        action=action,
+        physical_id=physical_id,
+        properties=dict(properties),
+        previous_properties=dict(previous or {}) or None,
+        deadline=deadline_for(stack),
+    )
+
+
+def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
+    """What a dependency passes on: its reference id and attributes."""
+    cls = types.get(row.type)
+    reference = row.physical_id
+    if cls is not None and cls.reference_attribute is not None:
+        value = row.attributes.get(cls.reference_attribute)
+        reference = None if value is None else str(value)
+    return ResourceData(reference_id=reference, attributes=row.attributes)
