@@ -32,6 +32,9 @@ class JobAction(StrEnum):
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"
+    CHECK = "check"  # observe the resource: does it exist and is it healthy?
+    SUSPEND = "suspend"
+    RESUME = "resume"
 
 
 class JobOutcome(StrEnum):

@@ -86,6 +86,9 @@ class EngineSettings(CommonSettings):
     max_resources_per_stack: int = Field(
         100_000, ge=1, le=1_000_000, description="Most resources one stack may hold; same on every engine."
     )
+    max_stacks_per_project: int = Field(
+        1000, ge=1, le=1_000_000, description="Most live stacks one project may hold."
+    )
     api_tokens: str | None = Field(
         None,
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "

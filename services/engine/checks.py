@@ -43,7 +43,7 @@ from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import ResolutionError, resolve_properties
-from services.engine.traversal import fail_or_roll_back
+from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
 from shared.messages import Codec, Message
@@ -62,6 +62,7 @@ from shared.protocol import (
 log = structlog.get_logger(__name__)
 
 CODEC = Codec([CheckResource, JobResult])
+CHANGES = frozenset({JobAction.CREATE, JobAction.UPDATE})  # actions whose result replaces attributes
 
 
 class Convergence:
@@ -140,7 +141,9 @@ class Convergence:
                 raise ConflictError(f"resource {row.resource_id} changed while checking")
             log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
             return
-        if is_forward(node):
+        if stack.action in STACK_ACTIONS:
+            await self._check_action(tx, stack, traversal, node, row, fx)
+        elif is_forward(node):
             await self._check_forward(tx, stack, traversal, node, row, fx)
         else:
             await self._check_cleanup(tx, stack, traversal, node, row, fx)
@@ -178,7 +181,7 @@ class Convergence:
             await self._update(
                 tx,
                 row,
-                physical_id=goal.external_id,
+                physical_id=goal.external_id or row.physical_id,
                 action=Action.ADOPT,
                 status=Status.COMPLETE,
                 status_reason="",
@@ -186,7 +189,8 @@ class Convergence:
                 requires=requires,
                 **adopt,
             )
-            fx.event(stack.stack_id, row.name, goal.external_id, goal.type, "ADOPT", "COMPLETE", "adopted")
+            physical_id = goal.external_id or row.physical_id
+            fx.event(stack.stack_id, row.name, physical_id, goal.type, "ADOPT", "COMPLETE", "adopted")
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision.kind is Forward.REPLACE:
             await self._replace(
@@ -208,6 +212,21 @@ class Convergence:
                 type=goal.type,
                 deletion_policy=adopt["deletion_policy"],
             )
+
+    async def _check_action(
+        self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
+    ) -> None:
+        """A node of a check, suspend or resume: run that action on the resource as it is."""
+        if not row.exists:
+            if stack.action is Action.CHECK:
+                await self._fail(tx, stack, traversal, row, Action.CHECK, "the resource does not exist", fx)
+            else:
+                await self._node_done(tx, stack, traversal, node, fx)
+            return
+        action = JobAction(stack.action.value.lower())
+        properties = row.properties or {}
+        changes = {"job_template_id": row.template_id}
+        await self._issue(tx, stack, traversal, node, row, action, properties, row.requires, fx, **changes)
 
     async def _replace(
         self,
@@ -302,16 +321,18 @@ class Convergence:
         await self._update(
             tx,
             row,
-            action=heat_action,
-            status=Status.IN_PROGRESS,
-            status_reason="",
-            current_job=job_id,
-            job_node=node,
-            job_properties=dict(properties),
-            job_requires=requires,
-            job_template_id=stack.current_template_id,
-            traversal_id=traversal,
-            **row_changes,
+            **{
+                "action": heat_action,
+                "status": Status.IN_PROGRESS,
+                "status_reason": "",
+                "current_job": job_id,
+                "job_node": node,
+                "job_properties": dict(properties),
+                "job_requires": requires,
+                "job_template_id": stack.current_template_id,
+                "traversal_id": traversal,
+                **row_changes,
+            },
         )
         fx.event(
             stack.stack_id, row.name, row.physical_id, type_name, heat_action, "IN_PROGRESS", "state changed"
@@ -438,7 +459,8 @@ class Convergence:
                 status=Status.COMPLETE,
                 status_reason="state changed",
                 physical_id=res.physical_id,
-                attributes=res.attributes,
+                # a check refreshes attributes; suspend and resume may report none
+                attributes=res.attributes if res.action in CHANGES else {**row.attributes, **res.attributes},
                 properties=row.job_properties,
                 requires=row.job_requires or frozenset(),
                 template_id=row.job_template_id or row.template_id,

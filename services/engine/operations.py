@@ -33,14 +33,18 @@ from services.engine.template import (
     load_stack,
     resolve_properties,
 )
-from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, fail_or_roll_back
+from services.engine.traversal import EMPTY_TEMPLATE, begin_stack_action, begin_traversal, fail_or_roll_back
 from shared.errors import ConflictError, InvalidInput, NotFound
 from shared.plugins import ResourceType
 
 log = structlog.get_logger(__name__)
 
 
-class StackExists(ConflictError):
+class Refused(ConflictError):
+    """The stack's state does not allow this operation now (not retried)."""
+
+
+class StackExists(Refused):
     """A live stack of that name exists in the project."""
 
 
@@ -99,10 +103,19 @@ class Operations:
         disable_rollback: bool = False,
         timeout_mins: int | None = None,
         tags: Sequence[str] = (),
+        adopt: Mapping[str, str] | None = None,
     ) -> StackId:
+        """Create a stack; with `adopt` (resource name -> physical id, from another
+        stack's abandon data) those resources are taken over as they are, not created."""
         stack_id = StackId(uuid.uuid4())
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
         definition = self.validate(goal, draft)
+        unknown = sorted(set(adopt or {}) - set(definition.resources))
+        if unknown:
+            raise InvalidInput(
+                f"adopt_stack_data names resources the template does not have: {', '.join(unknown)}",
+                path="adopt_stack_data.resources",
+            )
         effects = Effects()
         async with self._store.transaction() as tx:
             if not await tx.insert_stack(
@@ -114,7 +127,13 @@ class Operations:
                 tags=tags,
             ):
                 raise StackExists(f"a stack named {name!r} already exists")
-            await self._begin(tx, draft, goal, definition, Action.CREATE, effects, [])
+            action = Action.ADOPT if adopt else Action.CREATE
+            await self._begin(tx, draft, goal, definition, action, effects, [])
+            adopted = dict(adopt or {})
+            for row in await tx.resources(stack_id) if adopted else []:
+                taken = {"physical_id": adopted.get(row.name), "action": Action.ADOPT}
+                if row.name in adopted and not await tx.update_resource(row, **taken):
+                    raise ConflictError(f"resource {row.name} changed while being adopted")
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return stack_id
@@ -161,6 +180,59 @@ class Operations:
             changes[kind].append(row)
         changes["deleted"] = [r for n, r in current.items() if n not in definition.resources]
         return changes
+
+    async def stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
+        """Check, suspend or resume every current resource (see `begin_stack_action`)."""
+        return await _retrying(lambda: self._stack_action(stack_id, action))
+
+    async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
+            stack = await tx.stack(stack_id, lock=True)
+            if stack is None:
+                raise StackNotFound(f"stack {stack_id} not found")
+            refusal = stack_action_refusal(stack, action)
+            if refusal:
+                raise Refused(refusal)
+            traversal = await begin_stack_action(tx, stack, action=action, fx=effects, existing=existing)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
+        return traversal
+
+    async def abandon(self, stack_id: StackId) -> dict[str, Any]:
+        """Forget the stack, leaving its real resources in place; returns what
+        `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            rows = await tx.claim_resources(stack_id)
+            stack = await tx.stack(stack_id, lock=True)
+            if stack is None:
+                raise StackNotFound(f"stack {stack_id} not found")
+            if stack.status is Status.IN_PROGRESS or stack.current_template_id is None:
+                state = f"{stack.action.value}_{stack.status.value}"
+                raise Refused(f"stack {stack.name} is {state}: abandon it once the operation has ended")
+            record = await tx.template(stack.current_template_id)
+            assert record is not None
+            data = abandon_data(stack, record, rows)
+            for row in rows:
+                if not await tx.delete_resource(row):
+                    raise ConflictError(f"resource {row.resource_id} changed while abandoning")
+            reason = "Stack abandoned: its resources were left in place"
+            traversal = TraversalId(uuid.uuid4())
+            await tx.begin_operation(
+                stack_id,
+                traversal=traversal,
+                template_id=stack.current_template_id,
+                previous_template_id=stack.previous_template_id,
+                action=Action.DELETE,
+                reason=reason,
+            )
+            await tx.set_stack_status(stack_id, traversal, Status.COMPLETE, reason, deleted=True)
+            effects.stack_event(stack, Action.DELETE.value, "COMPLETE", reason)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
+        return data
 
     async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         await _retrying(lambda: self._cancel(stack_id, rollback=rollback))
@@ -238,6 +310,50 @@ class Operations:
         )
 
 
+def stack_action_refusal(stack: StackRow, action: Action) -> str | None:
+    """Why `action` (check, suspend, resume) cannot start on `stack` now; None if it can."""
+    state = f"{stack.action.value}_{stack.status.value}"
+    if stack.status is Status.IN_PROGRESS:
+        return f"stack {stack.name} is {state}: wait for it to finish or cancel it first"
+    if stack.current_template_id is None:
+        return f"stack {stack.name} has no template yet"
+    resumable = stack.action is Action.SUSPEND or (
+        stack.action is Action.RESUME and stack.status is Status.FAILED
+    )
+    if action is Action.RESUME and not resumable:
+        return f"stack {stack.name} is {state}, not suspended: only a suspended stack can be resumed"
+    return None
+
+
+def abandon_data(stack: StackRow, record: TemplateRecord, rows: Sequence[ResourceRow]) -> dict[str, Any]:
+    """Heat's abandon document: the stack, its template and inputs, and each current
+    resource's physical id, as `create(adopt=...)` reads it back."""
+    return {
+        "id": str(stack.stack_id),
+        "name": stack.name,
+        "project_id": stack.project_id,
+        "action": stack.action.value,
+        "status": stack.status.value,
+        "template": dict(record.template),
+        "environment": dict(record.environment),
+        "files": dict(record.files),
+        "parameters": dict(record.parameters),
+        "resources": {
+            r.name: {
+                "name": r.name,
+                "resource_id": r.physical_id,
+                "type": r.type,
+                "action": r.action.value,
+                "status": r.status.value,
+                "metadata": {},
+                "resource_data": {},
+            }
+            for r in rows
+            if r.replaced_by is None and r.physical_id is not None
+        },
+    }
+
+
 def draft_stack(
     stack_id: StackId, project_id: str, name: str, disable_rollback: bool, timeout_mins: int | None
 ) -> StackRow:
@@ -266,7 +382,7 @@ async def _retrying(attempt: Callable[[], Awaitable[T]], *, tries: int = 5) -> T
         try:
             return await attempt()
         except ConflictError as exc:
-            if remaining == 0 or isinstance(exc, StackExists):
+            if remaining == 0 or isinstance(exc, Refused):
                 raise
             log.info("operation_retry", error=str(exc))
     raise AssertionError("unreachable")

@@ -21,7 +21,7 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from services.engine.api.deps import ApiDeps
+from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
 from services.engine.checks import CODEC, Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
@@ -55,8 +55,10 @@ class EngineService:
         stall_seconds: float = 300.0,
         registry: CollectorRegistry | None = None,
         limits: TemplateLimits = DEFAULT_LIMITS,
+        quotas: Quotas = DEFAULT_QUOTAS,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._quotas = quotas
         self._clock = clock
         self._stall_seconds = stall_seconds
         self._stalled = Counter(
@@ -91,6 +93,7 @@ class EngineService:
             definitions=self.definitions,
             types=self.types,
             limits=self.limits,
+            quotas=self._quotas,
             signals=Signals(store=self.store, outbox=self.outbox),
         )
 
@@ -153,6 +156,11 @@ class EngineService:
             await self.store.unregister_engine(self.engine_id)
         except StoreUnavailable as exc:
             log.warning("unregister_failed", error=str(exc))
+
+
+def quotas(settings: EngineSettings) -> Quotas:
+    """Per-project quotas (each project gets the same)."""
+    return Quotas(stacks_per_project=settings.max_stacks_per_project)
 
 
 def template_limits(settings: EngineSettings) -> TemplateLimits:

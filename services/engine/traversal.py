@@ -21,9 +21,11 @@ from typing import Any
 
 import structlog
 
-from services.engine.core.graph import leaves, traversal_graph
+from services.engine.core.graph import action_graph, leaves, traversal_graph
 from services.engine.core.model import (
     Action,
+    GraphNode,
+    Node,
     ResourceId,
     ResourceRow,
     StackRow,
@@ -73,13 +75,49 @@ async def begin_traversal(
         current_rows={n: current[n] for n in definition.resources},
         existing=existing,
     )
-    await tx.start_traversal(stack.stack_id, traversal, graph)
     reason = reason or f"Stack {action.value} started"
+    await _launch(tx, stack, traversal, graph, template_id, stack.current_template_id, action, reason, fx)
+    return traversal
+
+
+STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME})
+
+
+async def begin_stack_action(
+    tx: Tx, stack: StackRow, *, action: Action, fx: Effects, existing: list[ResourceRow]
+) -> TraversalId:
+    """Start a check, suspend or resume: a traversal over the current resources that
+    leaves the template as it is; each node runs `action` on its resource."""
+    assert action in STACK_ACTIONS
+    assert stack.current_template_id is not None
+    traversal = TraversalId(uuid.uuid4())
+    current = [r for r in existing if r.replaced_by is None]
+    graph = action_graph(current, reverse=action is Action.SUSPEND)
+    reason = f"Stack {action.value} started"
+    template, previous = stack.current_template_id, stack.previous_template_id
+    await _launch(tx, stack, traversal, graph, template, previous, action, reason, fx)
+    return traversal
+
+
+async def _launch(
+    tx: Tx,
+    stack: StackRow,
+    traversal: TraversalId,
+    graph: Mapping[Node, GraphNode],
+    template_id: TemplateId,
+    previous_template_id: TemplateId | None,
+    action: Action,
+    reason: str,
+    fx: Effects,
+) -> None:
+    """Store the graph, make `traversal` the stack's (preempting whatever ran) and
+    trigger the leaves; an empty graph completes at once."""
+    await tx.start_traversal(stack.stack_id, traversal, graph)
     await tx.begin_operation(
         stack.stack_id,
         traversal=traversal,
         template_id=template_id,
-        previous_template_id=stack.current_template_id,
+        previous_template_id=previous_template_id,
         action=action,
         reason=reason,
     )
@@ -99,7 +137,6 @@ async def begin_traversal(
         traversal_id=str(traversal),
         nodes=len(graph),
     )
-    return traversal
 
 
 async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: TemplateId) -> list[ResourceRow]:

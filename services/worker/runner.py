@@ -16,7 +16,15 @@ import asyncio
 from typing import Any
 
 from shared.errors import PermanentError, TransientError
-from shared.plugins import ActionContext, ActionResult, Outcome, ReplacementNeeded, ResourceType
+from shared.plugins import (
+    ActionContext,
+    ActionResult,
+    ObservedState,
+    Outcome,
+    Properties,
+    ReplacementNeeded,
+    ResourceType,
+)
 from shared.plugins.retry import call_with_retry
 from shared.plugins.runtime import PluginRuntime, action_context, validate_properties
 from shared.protocol import JobAction, JobOutcome, JobResult, ResourceJob
@@ -39,11 +47,33 @@ async def _act(plugin: ResourceType, job: ResourceJob, ctx: ActionContext) -> Ac
         # Never created (or creation never reported an id): nothing to change or delete.
         if job.action is JobAction.DELETE:
             return ActionResult(physical_id=None)
-        raise PermanentError("cannot update a resource that has no physical id")
+        raise PermanentError(f"cannot {job.action.value} a resource that has no physical id")
     if job.action is JobAction.UPDATE:
         old = validate_properties(schema, job.previous_properties or {}, "previous properties")
         return await plugin.update(ctx, job.physical_id, old, props)
+    if job.action is JobAction.CHECK:
+        return await _check(plugin, ctx, job.physical_id, props)
+    if job.action is JobAction.SUSPEND:
+        return await plugin.suspend(ctx, job.physical_id, props)
+    if job.action is JobAction.RESUME:
+        return await plugin.resume(ctx, job.physical_id, props)
     return await plugin.delete(ctx, job.physical_id, props)
+
+
+async def _check(
+    plugin: ResourceType, ctx: ActionContext, physical_id: str, props: Properties
+) -> ActionResult:
+    """A stack check: the resource must exist and be healthy now; its attributes are refreshed."""
+    observed = await plugin.observe(ctx, physical_id, props)
+    if observed.state is ObservedState.READY:
+        return ActionResult(physical_id=physical_id, attributes=observed.attributes)
+    detail = f": {observed.reason}" if observed.reason else ""
+    what = {
+        ObservedState.GONE: "the resource no longer exists",
+        ObservedState.FAILED: "the resource is in an error state",
+        ObservedState.IN_PROGRESS: "the resource is not ready",
+    }[observed.state]
+    raise PermanentError(f"{what}{detail}")
 
 
 async def run_job(job: ResourceJob, *, deps: PluginRuntime, log: Any) -> JobResult:

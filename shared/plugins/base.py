@@ -174,6 +174,14 @@ class ResourceType:
     async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
         return Observation(ObservedState.READY)
 
+    async def suspend(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        """Pause the resource (a stack `suspend`). Types with nothing to pause keep the default."""
+        return ActionResult(physical_id=physical_id)
+
+    async def resume(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        """Undo `suspend`. Types with nothing to pause keep the default."""
+        return ActionResult(physical_id=physical_id)
+
     async def signal(
         self, ctx: ActionContext, physical_id: str, props: Properties, data: Mapping[str, Any]
     ) -> ActionResult:

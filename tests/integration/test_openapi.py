@@ -43,6 +43,7 @@ DISPATCHED = {
     ("GET", f"{STACK}/outputs"),
     ("GET", f"{STACK}/outputs/{{}}"),
     ("POST", f"{STACK}/actions"),
+    ("DELETE", f"{STACK}/abandon"),
     ("PUT", f"{STACK}/preview"),
     ("GET", f"{STACK}/resources"),
     ("GET", RESOURCE),

@@ -12,12 +12,21 @@ Creation is idempotent on the job's idempotency key, as real APIs are.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from shared.errors import PermanentError
-from shared.plugins import ActionContext, ActionResult, Properties, ResourceType, UpdateRule, prop
+from shared.plugins import (
+    ActionContext,
+    ActionResult,
+    Observation,
+    ObservedState,
+    Properties,
+    ResourceType,
+    UpdateRule,
+    prop,
+)
 
 
 @dataclass
@@ -33,6 +42,9 @@ class World:
     by_key: dict[str, str] = field(default_factory=dict)
     created: int = 0
     deleted: int = 0
+    suspended: set[str] = field(default_factory=set)
+    # (action, resource name) of every suspend and resume, in the order they ran
+    pauses: list[tuple[str, str]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def by_name(self) -> dict[str, list[Real]]:
@@ -97,5 +109,26 @@ def thing_type(world: World) -> type[ResourceType]:
             if world.live.pop(physical_id, None) is not None:
                 world.deleted += 1
             return ActionResult(physical_id)
+
+        async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
+            real = world.live.get(physical_id)
+            if real is None:
+                return Observation(ObservedState.GONE)
+            return Observation(ObservedState.READY, _attributes(real), dict(real.properties))
+
+        async def suspend(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+            return self._pause("suspend", ctx, physical_id, world.suspended.add)
+
+        async def resume(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+            return self._pause("resume", ctx, physical_id, world.suspended.discard)
+
+        def _pause(
+            self, action: str, ctx: ActionContext, physical_id: str, change: Callable[[str], None]
+        ) -> ActionResult:
+            if physical_id not in world.live:
+                raise PermanentError(f"{physical_id} does not exist")
+            change(physical_id)
+            world.pauses.append((action, ctx.resource_name))
+            return ActionResult(physical_id, attributes=_attributes(world.live[physical_id]))
 
     return Thing

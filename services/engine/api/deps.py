@@ -28,6 +28,9 @@ class Quotas:
     stacks_per_project: int = 1000
 
 
+DEFAULT_QUOTAS = Quotas()
+
+
 @dataclass(frozen=True)
 class ApiDeps:
     operations: Operations
@@ -37,7 +40,7 @@ class ApiDeps:
     types: Mapping[str, type[ResourceType]]
     signals: Signals
     limits: TemplateLimits = DEFAULT_LIMITS
-    quotas: Quotas = Quotas()
+    quotas: Quotas = DEFAULT_QUOTAS
 
     async def definition_and_outputs(
         self, stack: StackView

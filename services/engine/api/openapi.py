@@ -133,12 +133,26 @@ _OUTPUT_VIEW = _object({"output_key": {"type": "string"}, "description": {"type"
 _RESOURCE_VIEW = _object({"resource_name": {"type": "string"}, "resource_status": {"type": "string"}})
 _EVENT_VIEW = _object({"id": {"type": "string"}, "resource_status": {"type": "string"}})
 _ANY_OBJECT: Json = {"type": "object"}
+_ABANDON_DATA = _object(
+    {
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "template": {"type": "object"},
+        "resources": {
+            "type": "object",
+            "additionalProperties": _object({"resource_id": {"type": "string"}, "type": {"type": "string"}}),
+        },
+    }
+)
 _ACTION_BODY: Json = {
     "type": "object",
     "minProperties": 1,
     "maxProperties": 1,
-    "description": 'Exactly one action: {"cancel_update": null} or {"cancel_without_rollback": null}; '
-    "others answer 400 NotSupported.",
+    "description": "Exactly one action: "
+    '{"cancel_update": null}, {"cancel_without_rollback": null}, {"check": null}, '
+    '{"suspend": null} or {"resume": null}; others answer 400 NotSupported. '
+    "check, suspend and resume answer 409 while an operation is in progress; "
+    "resume only a suspended stack.",
 }
 _SIGNAL_BODY = _object(
     {
@@ -338,10 +352,18 @@ def _stack_paths() -> Json:
         },
         f"{one}/actions": {
             "post": _operation(
-                "Run a stack action (cancel the operation in progress)",
-                {"200": {"description": "Cancelling."}},
+                "Run a stack action: cancel the operation in progress, or check, suspend, resume",
+                {"200": {"description": "Started."}},
                 params=_STACK,
                 body=_ACTION_BODY,
+                errors=(409,),
+            )
+        },
+        f"{one}/abandon": {
+            "delete": _operation(
+                "Abandon a stack: forget it, leaving its resources; returns the data adopt needs",
+                {"200": _json(_ABANDON_DATA, "The abandon document (pass it as adopt_stack_data).")},
+                params=_STACK,
                 errors=(409,),
             )
         },
@@ -363,6 +385,11 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
                     _query("type", {"type": "string"}, "Only resources of this type (repeatable)."),
                     _query("name", {"type": "string"}, "Only resources of this name (repeatable)."),
                     _query("status", {"type": "string"}, "Only resources in this status (repeatable)."),
+                    _query(
+                        "nested_depth",
+                        {"type": "integer", "minimum": 0, "maximum": 100},
+                        "Also list resources of nested stacks this many levels down.",
+                    ),
                 ),
             )
         },

@@ -38,6 +38,19 @@ class StackBody(BaseModel):
     timeout_mins: int | None = Field(None, ge=1, le=10_080)
     tags: str | list[str] | None = None
     existing: bool = False
+    adopt_stack_data: dict[str, Any] | str | None = None
+
+    def adoption(self) -> AdoptData | None:
+        """The abandon document of the stack to adopt (JSON text or an object), if any."""
+        if self.adopt_stack_data is None:
+            return None
+        document = _document(self.adopt_stack_data, "adopt_stack_data")
+        try:
+            return AdoptData.model_validate(document)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(["adopt_stack_data", *(str(p) for p in err["loc"])])
+            raise InvalidInput(str(err["msg"]), path=where) from exc
 
     def template_document(self) -> dict[str, Any] | None:
         if self.template_url is not None and self.template is None:
@@ -54,6 +67,24 @@ class StackBody(BaseModel):
             return []
         raw = self.tags.split(",") if isinstance(self.tags, str) else self.tags
         return [t.strip() for t in raw if t.strip()]
+
+
+class AdoptedResource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    resource_id: str | None = Field(None, max_length=255, description="The physical id to take over.")
+
+
+class AdoptData(BaseModel):
+    """What `adopt_stack_data` must hold: the abandon document of a stack."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    template: dict[str, Any] | None = None
+    resources: dict[str, AdoptedResource] = Field(default_factory=dict)
+
+    def physical_ids(self) -> dict[str, str]:
+        return {name: r.resource_id for name, r in self.resources.items() if r.resource_id}
 
 
 def _document(source: dict[str, Any] | str, what: str) -> dict[str, Any]:

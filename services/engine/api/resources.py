@@ -18,6 +18,7 @@ from services.engine.signals import Unauthorized
 from services.engine.store.queries import StackView
 
 MAX_EVENTS = 1000
+MAX_NESTED_DEPTH = 100
 
 
 def _base(request: web.Request) -> str:
@@ -80,6 +81,7 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
 
 
 async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:
+    _nested_depth(request)  # validated; no resource type nests a stack yet, so every depth lists the same
     rows = await deps.queries.resources(stack.stack_id)
     types = request.query.getall("type", [])
     names = request.query.getall("name", [])
@@ -93,6 +95,17 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
         and (not statuses or r["status"] in statuses or f"{r['action']}_{r['status']}" in statuses)
     ]
     return json_response({"resources": views})
+
+
+def _nested_depth(request: web.Request) -> int:
+    raw = request.query.get("nested_depth", "0")
+    try:
+        depth = int(raw)
+    except ValueError:
+        depth = -1
+    if not 0 <= depth <= MAX_NESTED_DEPTH:
+        raise bad_request(f"nested_depth must be an integer from 0 to {MAX_NESTED_DEPTH}, not {raw!r}")
+    return depth
 
 
 async def mark_unhealthy(

@@ -20,12 +20,13 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
-from services.engine.core.model import StackId, StackRow
+from services.engine.core.model import Action, StackId, StackRow
 from services.engine.operations import Goal, draft_stack
 from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
 
 MAX_LIST = 1000
+STACK_ACTIONS = {"check": Action.CHECK, "suspend": Action.SUSPEND, "resume": Action.RESUME}
 
 
 def base_url(request: web.Request) -> str:
@@ -90,7 +91,8 @@ class StackRoutes:
         body = await parse_body(request, StackBody)
         if body.stack_name is None:
             raise bad_request("stack_name is required")
-        template = body.template_document()
+        adoption = body.adoption()
+        template = body.template_document() or (adoption.template if adoption else None)
         if template is None:
             raise bad_request("a template is required")
         project = url_project(request)
@@ -105,6 +107,7 @@ class StackRoutes:
             disable_rollback=body.disable_rollback,
             timeout_mins=body.timeout_mins,
             tags=body.tag_list(),
+            adopt=adoption.physical_ids() if adoption else None,
         )
         location = stack_path(base_url(request), body.stack_name, stack_id)
         return json_response(
@@ -219,6 +222,8 @@ class StackRoutes:
             return await self.preview_update(request, stack)
         if head == "actions" and method == "POST" and len(rest) == 1:
             return await self.action(request, stack)
+        if head == "abandon" and method == "DELETE" and len(rest) == 1:
+            return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
             return await resource_routes.dispatch(self._d, request, stack, rest)
         raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
@@ -295,6 +300,9 @@ class StackRoutes:
         (name,) = body
         if name in ("cancel_update", "cancel_without_rollback"):
             await self._d.operations.cancel(StackId(stack.stack_id), rollback=name == "cancel_update")
+            return web.Response(status=200)
+        if name in STACK_ACTIONS:
+            await self._d.operations.stack_action(StackId(stack.stack_id), STACK_ACTIONS[name])
             return web.Response(status=200)
         raise bad_request(f"the {name} action is not supported yet", "NotSupported")
 

@@ -46,6 +46,8 @@ def decide_forward(
         if external_id is not None:
             return ForwardDecision(Forward.ADOPT, f"adopting external id {external_id}")
         return ForwardDecision(Forward.CREATE)
+    if row.action is Action.ADOPT and row.properties is None:
+        return ForwardDecision(Forward.ADOPT, f"adopting {row.physical_id}")
     if row.type != type_name:
         return ForwardDecision(Forward.REPLACE, f"type changed from {row.type} to {type_name}")
     if row.status is Status.FAILED and row.action in (Action.CREATE, Action.INIT):

@@ -45,13 +45,34 @@ def traversal_graph(
             requires[cleanup(row.replaces)].add(mine)
         if forward(row.resource_id) in nodes:
             requires[mine].add(forward(row.resource_id))
+    return _linked({node: requires.get(node, set()) for node in nodes})
+
+
+def action_graph(rows: Iterable[ResourceRow], *, reverse: bool) -> dict[Node, GraphNode]:
+    """The graph of a stack action (check, suspend, resume) over the current `rows`:
+    a forward node each, ordered by the dependencies stored on the rows; `reverse`
+    (suspend) acts on dependents first."""
+    rows = list(rows)
+    ids = {row.resource_id for row in rows}
+    requires: dict[Node, set[Node]] = {forward(i): set() for i in ids}
+    for row in rows:
+        for required_id in row.requires & ids:
+            before, after = forward(required_id), forward(row.resource_id)
+            if reverse:
+                before, after = after, before
+            requires[after].add(before)
+    return _linked(requires)
+
+
+def _linked(requires: Mapping[Node, set[Node]]) -> dict[Node, GraphNode]:
+    """Graph nodes from each node's prerequisites (every node is a key)."""
     dependents: dict[Node, set[Node]] = defaultdict(set)
     for node, prerequisites in requires.items():
         for prerequisite in prerequisites:
             dependents[prerequisite].add(node)
     return {
-        node: GraphNode(node, frozenset(requires.get(node, ())), frozenset(dependents.get(node, ())))
-        for node in nodes
+        node: GraphNode(node, frozenset(prerequisites), frozenset(dependents.get(node, ())))
+        for node, prerequisites in requires.items()
     }
 
 
