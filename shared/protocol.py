@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import Field
 
 from shared.messages import Message
+from shared.plugins.base import Observation, ObservedState
 
 JOBS_QUEUE = "jobs"
 ENGINE_QUEUE = "engine"
@@ -131,3 +132,60 @@ class ObserveRequest(Message):
     kind = "resource.observe"
 
     job: ResourceJob
+
+
+class ObserveResource(Message):
+    """Look at a settled resource once, for drift (a stack under observation).
+
+    `job` (action `check`) names the resource and carries the properties the
+    engine last applied, as the plugin's `observe` needs them; `cycle` is the
+    observation round of the stack.
+    """
+
+    kind = "resource.look"
+
+    job: ResourceJob
+    cycle: int
+
+
+class ResourceObserved(Message):
+    """What an observer saw of a resource (answer to `ObserveResource`)."""
+
+    kind = "resource.seen"
+
+    stack_id: str
+    resource_id: int
+    physical_id: str
+    cycle: int
+    state: ObservedState
+    reason: str = ""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    properties: dict[str, Any] | None = None  # actual values, where the provider exposes them
+    expected: dict[str, Any] = Field(default_factory=dict)  # what the request said was applied
+
+    @classmethod
+    def of(cls, request: ObserveResource, observation: Observation) -> ResourceObserved:
+        job = request.job
+        assert job.physical_id is not None
+        return cls(
+            id=f"{job.job_id}:seen",
+            stack_id=job.stack_id,
+            resource_id=job.resource_id,
+            physical_id=job.physical_id,
+            cycle=request.cycle,
+            state=observation.state,
+            reason=observation.reason,
+            attributes=dict(observation.attributes),
+            properties=dict(observation.properties) if observation.properties is not None else None,
+            expected=job.properties,
+        )
+
+
+class ResourceChanged(Message):
+    """A provider notified a change of the resource `physical_id` (observer -> engine):
+    if a stack under observation holds it, the engine has it looked at now."""
+
+    kind = "resource.changed"
+
+    provider: str
+    physical_id: str

@@ -46,7 +46,7 @@ from services.engine.template import ResolutionError, resolve_properties
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
-from shared.messages import Codec, Message
+from shared.messages import Message
 from shared.plugins import ResourceType
 from shared.protocol import (
     ENGINE_QUEUE,
@@ -61,7 +61,6 @@ from shared.protocol import (
 
 log = structlog.get_logger(__name__)
 
-CODEC = Codec([CheckResource, JobResult])
 CHANGES = frozenset({JobAction.CREATE, JobAction.UPDATE})  # actions whose result replaces attributes
 
 

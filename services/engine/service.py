@@ -22,23 +22,29 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter
 
 from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
-from services.engine.checks import CODEC, Convergence
+from services.engine.checks import Convergence
 from services.engine.definitions import DefinitionCache
+from services.engine.messages import CheckResource
+from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
 from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.queries import Queries
 from services.engine.template import DEFAULT_LIMITS, TemplateLimits
-from shared.bus import Bus
+from shared.bus import Bus, Delivery
 from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
+from shared.messages import Codec, Message
 from shared.plugins import ResourceType
-from shared.protocol import ENGINE_QUEUE
+from shared.protocol import ENGINE_QUEUE, JobResult, ResourceChanged, ResourceObserved
 from shared.settings import EngineSettings
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
+
+#: What the engine queue carries.
+ENGINE_CODEC = Codec([CheckResource, JobResult, ResourceObserved, ResourceChanged])
 
 
 class EngineService:
@@ -80,6 +86,7 @@ class EngineService:
         self.convergence = Convergence(
             store=self.store, outbox=self.outbox, definitions=definitions, types=types
         )
+        self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self._supervisor = supervisor
         self._prefetch = prefetch
         self._heartbeat_seconds = heartbeat_seconds
@@ -95,10 +102,19 @@ class EngineService:
             limits=self.limits,
             quotas=self._quotas,
             signals=Signals(store=self.store, outbox=self.outbox),
+            observing=self.observing,
         )
 
     def consumptions(self) -> list[Consumption]:
-        return [Consumption(ENGINE_QUEUE, self.convergence.handle, prefetch=self._prefetch, codec=CODEC)]
+        return [Consumption(ENGINE_QUEUE, self.handle, prefetch=self._prefetch, codec=ENGINE_CODEC)]
+
+    async def handle(self, message: Message, delivery: Delivery) -> None:
+        if isinstance(message, ResourceObserved):
+            await self.observing.handle(message)
+        elif isinstance(message, ResourceChanged):
+            await self.observing.changed(message)
+        else:
+            await self.convergence.handle(message, delivery)
 
     async def start(self) -> None:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
@@ -106,6 +122,7 @@ class EngineService:
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever())
         self._supervisor.spawn("janitor", self._janitor())
         self._supervisor.spawn("timeouts", self._timeouts())
+        self._supervisor.spawn("observation-rounds", self._observation_rounds())
 
     async def _heartbeat(self) -> None:
         while True:
@@ -128,6 +145,15 @@ class EngineService:
                     await self.report_stalled()
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
+
+    async def _observation_rounds(self, *, every: float = 0.25) -> None:
+        """Start the observation rounds that are due (stacks under observation)."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.observing.start_due_rounds()
+            except (StoreUnavailable, ConflictError) as exc:
+                log.warning("observation_rounds_failed", error=str(exc))
 
     async def report_stalled(self) -> int:
         """Record an event for each stack with no progress for the stall time."""

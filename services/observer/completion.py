@@ -1,10 +1,12 @@
-"""Finishing asynchronous actions: poll `observe` until the resource settles.
+"""Looking at resources: finish asynchronous actions, and observe for drift.
 
 Where it sits: the engine sends an `ObserveRequest` when a worker reported
 "in progress"; one observer takes it (the queue gives each request to one
-consumer, and to another if that one dies), polls the plugin's `observe`
-with growing pauses until the resource is ready, failed or gone, or the
-job's deadline passes, and returns the job's final outcome.
+consumer, and to another if that one dies), `watch` polls the plugin's
+`observe` with growing pauses until the resource is ready, failed or gone, or
+the job's deadline passes, and returns the job's final outcome. For a stack
+under observation the engine sends `ObserveResource`; `look` observes the
+resource once and returns what it saw, for the engine to judge drift.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from shared.errors import PermanentError, TransientError
 from shared.plugins import Observation, ObservedState, ResourceType
 from shared.plugins.retry import call_with_retry
 from shared.plugins.runtime import PluginRuntime, action_context, validate_properties
-from shared.protocol import JobAction, JobOutcome, JobResult, ObserveRequest, ResourceJob
+from shared.protocol import (
+    JobAction,
+    JobOutcome,
+    JobResult,
+    ObserveRequest,
+    ObserveResource,
+    ResourceJob,
+    ResourceObserved,
+)
 
 
 @dataclass(frozen=True)
@@ -92,3 +102,30 @@ async def watch(
             return _result(job, JobOutcome.FAILED, observation, f"Resource {heat_action} timed out")
         await runtime.sleep(pause)
         pause = min(policy.cap, pause * policy.factor)
+
+
+async def look(request: ObserveResource, *, runtime: PluginRuntime, log: Any) -> ResourceObserved | None:
+    """Observe the resource once; None when it cannot be observed now (an unknown type,
+    or the provider keeps failing): not knowing is not drift."""
+    job = request.job
+    cls = runtime.types.get(job.resource_type)
+    if cls is None or job.physical_id is None:
+        log.warning("cannot_observe", reason="unknown type or no physical id")
+        return None
+    physical_id = job.physical_id
+    plugin = cls()
+    ctx = action_context(job, runtime, log)
+    try:
+        props = validate_properties(cls.properties, job.properties, "properties")
+        observation = await call_with_retry(
+            lambda: plugin.observe(ctx, physical_id, props),
+            deadline=job.deadline,
+            clock=runtime.clock,
+            sleep=runtime.sleep,
+            random=runtime.random,
+            log=log,
+        )
+    except (TransientError, PermanentError) as exc:
+        log.warning("cannot_observe", reason=str(exc))
+        return None
+    return ResourceObserved.of(request, observation)

@@ -1,30 +1,50 @@
-"""The observer's handlers: finish asynchronous actions (see `completion`).
+"""The observer's handlers: finish asynchronous actions and look for drift (see `completion`).
 
 Each `ObserveRequest` is watched by the one observer that took it; the
 message stays unacknowledged while it watches, so if this observer dies the
 broker hands the request to another. The outcome is published to the engine
 before the request is acknowledged. When the observer drains, its watches
 are abandoned at once (requeued, not failed): another observer resumes them.
+An `ObserveResource` (a round of a stack under observation) is looked at once
+and what was seen is reported to the engine, which judges drift.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from services.observer.completion import DEFAULT_POLL, PollPolicy, watch
+from services.observer.completion import DEFAULT_POLL, PollPolicy, look, watch
 from shared.bus import Bus, Delivery
 from shared.errors import Abandoned
 from shared.host import Consumption
 from shared.messages import Codec, Message
+from shared.notifications import (
+    NOTIFICATION_CODEC,
+    NotificationEvent,
+    ProviderNotification,
+    notification_queue,
+)
 from shared.plugins.runtime import PluginRuntime
-from shared.protocol import OBSERVE_QUEUE, JobResult, ObserveRequest
+from shared.protocol import (
+    ENGINE_QUEUE,
+    OBSERVE_QUEUE,
+    JobResult,
+    ObserveRequest,
+    ObserveResource,
+    ResourceChanged,
+    ResourceJob,
+)
 
-CODEC = Codec([ObserveRequest])
+CODEC = Codec([ObserveRequest, ObserveResource])
 
 
 class ObserverMetrics:
@@ -33,6 +53,33 @@ class ObserverMetrics:
             "converge_observer_settled", "Observations finished, by outcome.", ["outcome"], registry=registry
         )
         self.watching = Gauge("converge_observer_watching", "Resources being watched now.", registry=registry)
+        self.notifications = Counter(
+            "converge_observer_notifications",
+            "Provider notifications handled: woke a watch here, or forwarded to the engine.",
+            ["provider", "result"],
+            registry=registry,
+        )
+        self.looked = Counter(
+            "converge_observer_looked",
+            "Resources of observed stacks looked at, by result.",
+            ["result"],
+            registry=registry,
+        )
+
+
+@dataclass
+class Watch:
+    """A watch this observer runs; a provider notification about its resource wakes it."""
+
+    job: ResourceJob
+    since: float
+    wake: asyncio.Event
+
+    async def pause(self, seconds: float) -> None:
+        """Sleep between polls, cut short by a notification."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), seconds)
+        self.wake.clear()
 
 
 class ObserverService:
@@ -44,34 +91,77 @@ class ObserverService:
         concurrency: int,
         metrics: ObserverMetrics,
         policy: PollPolicy = DEFAULT_POLL,
+        providers: Sequence[str] = (),
     ) -> None:
         self._bus = bus
         self._runtime = runtime
         self._concurrency = concurrency
         self._metrics = metrics
         self._policy = policy
+        self._providers = tuple(providers)
         self._stopping = asyncio.Event()
+        self._watches: dict[str, Watch] = {}  # by job id
 
     def consumptions(self) -> list[Consumption]:
-        return [
-            Consumption(
-                OBSERVE_QUEUE,
-                self.handle,
-                prefetch=self._concurrency,
-                codec=CODEC,
-                abandon=self._stopping.set,
-            )
+        observe = Consumption(
+            OBSERVE_QUEUE, self.handle, prefetch=self._concurrency, codec=CODEC, abandon=self._stopping.set
+        )
+        notifications = [
+            Consumption(notification_queue(p), self.notified, prefetch=64, codec=NOTIFICATION_CODEC)
+            for p in self._providers
         ]
+        return [observe, *notifications]
+
+    def watching(self) -> list[dict[str, Any]]:
+        """What this observer is watching now (for its admin endpoint)."""
+        return [
+            {
+                "job_id": job_id,
+                "stack_id": w.job.stack_id,
+                "resource_name": w.job.resource_name,
+                "resource_type": w.job.resource_type,
+                "physical_id": w.job.physical_id,
+                "action": w.job.action.value,
+                "since": w.since,
+            }
+            for job_id, w in sorted(self._watches.items(), key=lambda item: item[1].since)
+        ]
+
+    async def notified(self, message: Message, delivery: Delivery) -> None:
+        """A provider says one of its resources changed: wake a watch of it here at once,
+        and tell the engine, which looks at it now if its stack is under observation."""
+        assert isinstance(message, ProviderNotification)
+        woken = [w for w in self._watches.values() if w.job.physical_id == message.physical_id]
+        for w in woken:
+            w.wake.set()
+        self._metrics.notifications.labels(message.provider, "woke" if woken else "forwarded").inc()
+        structlog.get_logger("converge.observer").info(
+            "notification",
+            notification_id=message.id,
+            provider=message.provider,
+            physical_id=message.physical_id,
+            event=message.event.value,
+            woke=len(woken),
+        )
+        if message.event is not NotificationEvent.CREATED:
+            changed = ResourceChanged(
+                id=f"{message.id}:changed", provider=message.provider, physical_id=message.physical_id
+            )
+            await self._bus.publish(ENGINE_QUEUE, changed)
 
     async def _watch_unless_stopping(self, message: ObserveRequest, log: Any) -> JobResult:
         """Watching is resumable: when this observer stops, another one takes over."""
         if self._stopping.is_set():
             raise Abandoned("observer is stopping")
-        watching = asyncio.create_task(watch(message, runtime=self._runtime, log=log, policy=self._policy))
+        tracked = Watch(message.job, time.time(), asyncio.Event())
+        runtime = dataclasses.replace(self._runtime, sleep=tracked.pause)
+        watching = asyncio.create_task(watch(message, runtime=runtime, log=log, policy=self._policy))
         stopping = asyncio.create_task(self._stopping.wait())
+        self._watches[message.job.job_id] = tracked
         try:
             await asyncio.wait({watching, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._watches.pop(message.job.job_id, None)
             stopping.cancel()
             if not watching.done():
                 watching.cancel()
@@ -82,6 +172,9 @@ class ObserverService:
         return watching.result()
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
+        if isinstance(message, ObserveResource):
+            await self._look(message)
+            return
         assert isinstance(message, ObserveRequest)
         job = message.job
         with structlog.contextvars.bound_contextvars(
@@ -102,3 +195,14 @@ class ObserverService:
             self._metrics.settled.labels(result.outcome.value).inc()
             log.info("settled", outcome=result.outcome.value, reason=result.reason or None)
             await self._bus.publish(job.reply_to, result)
+
+    async def _look(self, message: ObserveResource) -> None:
+        job = message.job
+        with structlog.contextvars.bound_contextvars(
+            stack_id=job.stack_id, resource=job.resource_name, cycle=message.cycle
+        ):
+            log = structlog.get_logger("converge.observer")
+            seen = await look(message, runtime=self._runtime, log=log)
+            self._metrics.looked.labels("reported" if seen is not None else "unobservable").inc()
+            if seen is not None:
+                await self._bus.publish(job.reply_to, seen)

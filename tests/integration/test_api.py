@@ -71,16 +71,23 @@ async def test_another_projects_stack_is_not_found_on_every_route(api: tuple[Con
         "/environment",
         "/files",
         "/resources/test/events",
+        "/observation",
     ]
+    changing = [
+        ("POST", "/actions"),
+        ("DELETE", "/abandon"),
+        ("PUT", "/preview"),
+        ("PATCH", "/resources/test"),
+        ("POST", "/resources/test/signal"),
+    ]
+    calls = [*((m, "") for m in ("DELETE", "PUT", "PATCH")), *(("GET", t) for t in tails), *changing]
     for project in ("p1", "p2"):
         for form in forms:
-            for tail in tails:
-                for method in ("GET", "DELETE", "PUT", "PATCH"):
-                    if tail and method != "GET":
-                        continue
-                    status, body, _ = await call(method, f"{base}/v1/{project}/{form}{tail}", "t2", {})
-                    assert status == 404, (method, project, form, tail, status)
-                    assert body["error"]["type"] == "EntityNotFound"
+            for method, tail in calls:
+                url = f"{base}/v1/{project}/{form}{tail}"
+                status, body, _ = await call(method, url, "t2", {"check": None})
+                assert status == 404, (method, project, form, tail, status)
+                assert body["error"]["type"] == "EntityNotFound"
     status, body, _ = await call("GET", f"{base}/v1/p2/stacks", "t2")
     assert body == {"stacks": []}
     assert (await cv.settled(stack_id))[1] == "COMPLETE", "the stack was untouched by project p2"  # type: ignore[arg-type]

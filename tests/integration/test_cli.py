@@ -278,9 +278,23 @@ def test_refused_actions_show_the_servers_message(server: Server) -> None:
     refused = server.converge("stack", "cancel", name)
     assert refused.code == 1
     assert "Cancelling update when stack is CREATE_COMPLETE is not supported" in refused.err
-    unsupported = server.converge("observe", "start", name, "--interval", "5", "--heal")
-    assert unsupported.code == 1
-    assert "not supported yet" in unsupported.err
+    too_often = server.converge("observe", "start", name, "--interval", "0")
+    assert too_often.code == 2
+    assert "must be at least 1" in too_often.err
+
+
+def test_observe_start_show_and_stop(server: Server) -> None:
+    name = unique("watched")
+    server.ok("stack", "create", name, "-t", "template.yaml", "--wait")
+    started = server.ok("observe", "start", name, "--interval", "30", "--heal")
+    assert f"Observing stack {name} every 30 s." in started.err
+    shown = json.loads(server.ok("observe", "show", name, "-f", "json").out)
+    assert shown["enabled"] is True
+    assert shown["interval"] == 30
+    assert shown["heal"] is True
+    assert shown["drifted"] == []
+    server.ok("observe", "stop", name)
+    assert json.loads(server.ok("observe", "show", name, "-f", "json").out)["enabled"] is False
 
 
 def test_missing_credentials_and_a_wrong_token_are_one_line_errors(server: Server, tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ DISPATCHED = {
     ("GET", f"{STACK}/outputs/{{}}"),
     ("POST", f"{STACK}/actions"),
     ("DELETE", f"{STACK}/abandon"),
+    ("GET", f"{STACK}/observation"),
     ("PUT", f"{STACK}/preview"),
     ("GET", f"{STACK}/resources"),
     ("GET", RESOURCE),

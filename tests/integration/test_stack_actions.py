@@ -192,3 +192,30 @@ async def test_resource_list_accepts_nested_depth_and_refuses_a_bad_one(
     status, body, _ = await call("GET", f"{url}?nested_depth=deep", "t1")
     assert status == 400
     assert "nested_depth" in body["error"]["message"]
+
+
+async def test_heatclient_cancel_update_rolls_an_update_in_progress_back(
+    api: tuple[Converge, str, Any],
+) -> None:
+    def slow(value: str) -> dict[str, Any]:
+        properties = {"value": value, "action_wait_secs": {"update": 2}}
+        return {
+            "heat_template_version": "2016-10-14",
+            "resources": {"slow": {"type": "OS::Heat::TestResource", "properties": properties}},
+            "outputs": {"value": {"value": {"get_attr": ["slow", "output"]}}},
+        }
+
+    _, _, hc = api
+
+    def run() -> tuple[str, str, str]:
+        stack_id = hc.stacks.create(stack_name="cancelled", template=slow("one"))["stack"]["id"]
+        wait_for(hc, stack_id, "CREATE_COMPLETE")
+        hc.stacks.update(stack_id, template=slow("two"))
+        during = hc.stacks.get(stack_id).stack_status
+        hc.actions.cancel_update(stack_id)
+        wait_for(hc, stack_id, "ROLLBACK_COMPLETE")
+        return during, hc.stacks.output_show(stack_id, "value")["output"]["output_value"], stack_id
+
+    during, value, _ = await asyncio.to_thread(run)
+    assert during == "UPDATE_IN_PROGRESS"
+    assert value == "one"

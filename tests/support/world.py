@@ -43,6 +43,8 @@ class World:
     created: int = 0
     deleted: int = 0
     suspended: set[str] = field(default_factory=set)
+    broken: set[str] = field(default_factory=set)  # physical ids observed in an error state
+    observed: int = 0  # calls of `observe`
     # (action, resource name) of every suspend and resume, in the order they ran
     pauses: list[tuple[str, str]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -111,9 +113,12 @@ def thing_type(world: World) -> type[ResourceType]:
             return ActionResult(physical_id)
 
         async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
+            world.observed += 1
             real = world.live.get(physical_id)
             if real is None:
                 return Observation(ObservedState.GONE)
+            if physical_id in world.broken:
+                return Observation(ObservedState.FAILED, reason=f"{physical_id} is broken")
             return Observation(ObservedState.READY, _attributes(real), dict(real.properties))
 
         async def suspend(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:

@@ -1,9 +1,9 @@
-"""`converge template validate` and `converge observe start|stop`: calls that change no stack's goal.
+"""`converge template validate` and `converge observe start|stop|show`: calls that change no stack's goal.
 
 Validation POSTs the template (with environments and parameters) to
 `/validate` and prints what the API makes of it. Observing is a stack
-action (`{"observe_start": {...}}`, `{"observe_stop": null}`); a server that
-does not support it yet answers 400, and its message is shown (exit 1).
+action (`{"observe_start": {...}}`, `{"observe_stop": null}`); `show` prints
+the stack's observation (settings, last round, and the drift that exists now).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ def register(subparsers: Subparsers) -> None:
     start.add_argument("--heal", action="store_true", help="converge drifted resources back to the goal")
     stop = command(observing, "stop", observe_stop, help="stop observing a stack", common=common)
     stop.add_argument("stack", metavar="STACK")
+    show = command(
+        observing, "show", observe_show, help="show a stack's observation and drift", common=common
+    )
+    show.add_argument("stack", metavar="STACK")
 
 
 def _positive(text: str) -> int:
@@ -62,4 +66,10 @@ async def observe_stop(args: argparse.Namespace, ctx: Context) -> int:
     path = stack_path(await find_stack(ctx, args.stack))
     await ctx.api.post(f"{path}/actions", {"observe_stop": None})
     print(f"Stopped observing stack {args.stack}.", file=ctx.console.err)
+    return 0
+
+
+async def observe_show(args: argparse.Namespace, ctx: Context) -> int:
+    path = stack_path(await find_stack(ctx, args.stack))
+    ctx.print(ctx.output.record((await ctx.api.get(f"{path}/observation"))["observation"]))
     return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from services.engine.core.model import StackId, Status
 from services.engine.definitions import DefinitionCache
 from services.engine.jobs import reference_data
+from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.signals import Signals
 from services.engine.store import Store
@@ -39,6 +40,7 @@ class ApiDeps:
     definitions: DefinitionCache
     types: Mapping[str, type[ResourceType]]
     signals: Signals
+    observing: Observing
     limits: TemplateLimits = DEFAULT_LIMITS
     quotas: Quotas = DEFAULT_QUOTAS
 

@@ -133,6 +133,25 @@ _OUTPUT_VIEW = _object({"output_key": {"type": "string"}, "description": {"type"
 _RESOURCE_VIEW = _object({"resource_name": {"type": "string"}, "resource_status": {"type": "string"}})
 _EVENT_VIEW = _object({"id": {"type": "string"}, "resource_status": {"type": "string"}})
 _ANY_OBJECT: Json = {"type": "object"}
+_OBSERVATION = _object(
+    {
+        "enabled": {"type": "boolean"},
+        "interval": {"type": ["number", "null"]},
+        "heal": {"type": "boolean"},
+        "last_cycle_at": {"type": ["string", "null"], "format": "date-time"},
+        "drifted": {
+            "type": "array",
+            "items": _object(
+                {
+                    "resource_name": {"type": "string"},
+                    "physical_resource_id": {"type": ["string", "null"]},
+                    "reason": {"type": "string"},
+                    "differences": {"type": "object"},
+                }
+            ),
+        },
+    }
+)
 _ABANDON_DATA = _object(
     {
         "id": {"type": "string"},
@@ -150,9 +169,11 @@ _ACTION_BODY: Json = {
     "maxProperties": 1,
     "description": "Exactly one action: "
     '{"cancel_update": null}, {"cancel_without_rollback": null}, {"check": null}, '
-    '{"suspend": null} or {"resume": null}; others answer 400 NotSupported. '
+    '{"suspend": null}, {"resume": null}, {"observe_start": {"interval": <seconds>, "heal": <bool>}} '
+    'or {"observe_stop": null}; others answer 400 NotSupported. '
     "check, suspend and resume answer 409 while an operation is in progress; "
-    "resume only a suspended stack.",
+    "resume only a suspended stack. observe_start: interval from 1 to 86400 seconds (default 60), "
+    "heal (default false) converges drifted resources back to the template.",
 }
 _SIGNAL_BODY = _object(
     {
@@ -359,6 +380,10 @@ def _stack_paths() -> Json:
                 errors=(409,),
             )
         },
+        f"{one}/observation": get(
+            "Observation of the stack: settings, last round, and the drift that exists now",
+            _object({"observation": _OBSERVATION}),
+        ),
         f"{one}/abandon": {
             "delete": _operation(
                 "Abandon a stack: forget it, leaving its resources; returns the data adopt needs",

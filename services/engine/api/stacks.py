@@ -21,6 +21,7 @@ from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
 from services.engine.core.model import Action, StackId, StackRow
+from services.engine.observation import observe_settings
 from services.engine.operations import Goal, draft_stack
 from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
@@ -222,6 +223,8 @@ class StackRoutes:
             return await self.preview_update(request, stack)
         if head == "actions" and method == "POST" and len(rest) == 1:
             return await self.action(request, stack)
+        if head == "observation" and method == "GET" and len(rest) == 1:
+            return json_response({"observation": await self._d.observing.view(StackId(stack.stack_id))})
         if head == "abandon" and method == "DELETE" and len(rest) == 1:
             return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
@@ -303,6 +306,13 @@ class StackRoutes:
             return web.Response(status=200)
         if name in STACK_ACTIONS:
             await self._d.operations.stack_action(StackId(stack.stack_id), STACK_ACTIONS[name])
+            return web.Response(status=200)
+        if name == "observe_start":
+            interval, heal = observe_settings(body[name])
+            await self._d.observing.start(StackId(stack.stack_id), interval=interval, heal=heal)
+            return web.Response(status=200)
+        if name == "observe_stop":
+            await self._d.observing.stop(StackId(stack.stack_id))
             return web.Response(status=200)
         raise bad_request(f"the {name} action is not supported yet", "NotSupported")
 

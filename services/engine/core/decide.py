@@ -52,6 +52,8 @@ def decide_forward(
         return ForwardDecision(Forward.REPLACE, f"type changed from {row.type} to {type_name}")
     if row.status is Status.FAILED and row.action in (Action.CREATE, Action.INIT):
         return ForwardDecision(Forward.REPLACE, "the resource failed to create")
+    if row.status is Status.FAILED and row.action is Action.CHECK:
+        return ForwardDecision(Forward.REPLACE, f"the resource failed its check: {row.status_reason}")
     diff = diff_properties(schema, row.properties or {}, properties)
     if diff.replace:
         changed = ", ".join(sorted(diff.changed))

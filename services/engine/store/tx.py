@@ -28,6 +28,7 @@ from services.engine.core.model import (
     TemplateId,
     TraversalId,
 )
+from services.engine.store.observing import ObservationStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
 
@@ -117,7 +118,7 @@ class EventRecord:
     reason: str
 
 
-class Tx:
+class Tx(ObservationStatements):
     def __init__(self, conn: Conn) -> None:
         self._c = conn
 

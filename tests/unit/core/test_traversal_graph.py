@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from services.engine.core.graph import leaves, traversal_graph
+from services.engine.core.graph import action_graph, leaves, traversal_graph
 from services.engine.core.model import (
     Action,
     ResourceId,
@@ -73,3 +73,14 @@ def test_delete_is_cleanup_only() -> None:
     assert set(graph) == {cleanup(1), cleanup(2)}
     assert graph[cleanup(2)].dependents == {cleanup(1)}
     assert leaves(graph) == [cleanup(2)]
+
+
+def test_a_stack_action_visits_dependencies_first_and_suspend_visits_dependents_first() -> None:
+    rows = [row(1, "db"), row(2, "app", requires=(1,)), row(3, "web", requires=(2, 9))]  # 9: gone
+    check = action_graph(rows, reverse=False)
+    assert leaves(check) == [forward(1)]
+    assert check[forward(3)].requires == {forward(2)}
+    suspend = action_graph(rows, reverse=True)
+    assert leaves(suspend) == [forward(3)]
+    assert suspend[forward(1)].requires == {forward(2)}
+    assert suspend[forward(3)].dependents == {forward(2)}

@@ -1,0 +1,63 @@
+"""Per-project quotas: a project at its stack quota is refused with a clear 4xx.
+
+Real: the engine's HTTP app over real HTTP, PostgreSQL, engine, worker and
+observer (in-process bus), with the deployment's quota set low. (Resources per
+stack are limited by the template limits: tests/unit/template/test_loader_limits.py.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from services.engine.api.app import build_app
+from services.engine.api.auth import Tokens
+from services.engine.api.deps import Quotas
+from shared.health import Readiness, health_routes, start_http
+from tests.integration.test_api import call
+from tests.support.convergence import converge
+from tests.support.ports import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def template(count: int) -> dict[str, object]:
+    resources = {f"r{i}": {"type": "OS::Heat::None"} for i in range(count)}
+    return {"heat_template_version": "2016-10-14", "resources": resources}
+
+
+@pytest.fixture
+async def base(database_url: str) -> AsyncIterator[str]:
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
+        api = dataclasses.replace(cv.engine.api(), quotas=Quotas(stacks_per_project=2))
+        health = health_routes(readiness=Readiness(), registry=CollectorRegistry())
+        port = free_port()
+        runner = await start_http(
+            build_app(health, api=api, tokens=Tokens.parse("t1=p1,t2=p2")), host="127.0.0.1", port=port
+        )
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            await runner.cleanup()
+
+
+async def test_a_project_at_its_stack_quota_is_refused_and_others_are_not(base: str) -> None:
+    for name in ("one", "two"):
+        status, body, _ = await call(
+            "POST", f"{base}/v1/p1/stacks", "t1", {"stack_name": name, "template": template(1)}
+        )
+        assert status == 201, body
+    status, body, _ = await call(
+        "POST", f"{base}/v1/p1/stacks", "t1", {"stack_name": "three", "template": template(1)}
+    )
+    assert status == 400
+    assert "quota exceeded: at most 2 stacks per project" in body["error"]["message"]
+    status, body, _ = await call("GET", f"{base}/v1/p1/stacks", "t1")
+    assert sorted(s["stack_name"] for s in body["stacks"]) == ["one", "two"]
+    status, body, _ = await call(
+        "POST", f"{base}/v1/p2/stacks", "t2", {"stack_name": "three", "template": template(1)}
+    )
+    assert status == 201, body
