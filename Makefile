@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-long gabbits lint check bench clean
+.PHONY: install up cluster test test-long gabbits lint check bench clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,21 @@ install: $(BIN)/.installed
 
 up: install
 	$(BIN)/converge up
+
+# Every service as its own process under honcho (deploy/Procfile), against the
+# local PostgreSQL and RabbitMQ: `make cluster ENGINES=3 WORKERS=5`.
+ENGINES ?= 2
+WORKERS ?= 3
+OBSERVERS ?= 2
+SANDBOXES ?= 1
+CLUSTER_PORT ?= 8004
+CLUSTER_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/converge_cluster
+CLUSTER_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
+
+cluster: install
+	$(BIN)/python deploy/cluster.py --engines $(ENGINES) --workers $(WORKERS) --observers $(OBSERVERS) \
+		--sandboxes $(SANDBOXES) --port $(CLUSTER_PORT) \
+		--database-url '$(CLUSTER_DATABASE_URL)' --amqp-url '$(CLUSTER_AMQP_URL)'
 
 test: install
 	$(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)

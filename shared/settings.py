@@ -8,16 +8,41 @@ stops the service at start with one line naming the variable (exit code 2).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, NoReturn, TypeVar
+from typing import Annotated, Literal, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "CONVERGE_"
 EXIT_BAD_CONFIG = 2
 
 Port = int  # documented as 1..65535 through Field constraints below
+
+#: Name of the sandbox cloud in the endpoint catalog (`PluginRuntime.endpoints`).
+SANDBOX_ENDPOINT = "sandbox"
+SANDBOX_URL_VARIABLE = f"{ENV_PREFIX}SANDBOX_URL"
+
+
+def _endpoint_url(value: object) -> str | None:
+    """An optional http(s) base URL with a host; unset or empty = None; no trailing slash."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be an http:// or https:// URL")
+    try:
+        parts = urlsplit(value)
+        _ = parts.port
+    except ValueError as exc:
+        raise ValueError(f"not a URL: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value.rstrip("/")
+
+
+EndpointUrl = Annotated[str | None, BeforeValidator(_endpoint_url)]
 
 
 class CommonSettings(BaseSettings):
@@ -119,6 +144,11 @@ class WorkerSettings(CommonSettings):
         "",
         description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
     )
+    sandbox_url: EndpointUrl = Field(
+        None,
+        description="Base URL of the sandbox cloud (converge-sandbox) the Sandbox::* types call, "
+        "e.g. http://127.0.0.1:8007; its host:port is allowed for outbound HTTP. Unset = none.",
+    )
 
 
 class ObserverSettings(CommonSettings):
@@ -133,9 +163,42 @@ class ObserverSettings(CommonSettings):
     observer_concurrency: int = Field(
         256, ge=1, le=100_000, description="Resources watched at once (polling is cheap)."
     )
+    sandbox_url: EndpointUrl = Field(
+        None,
+        description="Base URL of the sandbox cloud (converge-sandbox) the Sandbox::* types call, "
+        "e.g. http://127.0.0.1:8007; its host:port is allowed for outbound HTTP. Unset = none.",
+    )
 
 
-class UpSettings(EngineSettings):
+class SandboxBehaviour(CommonSettings):
+    """How the sandbox cloud behaves; shared by `converge-sandbox` and `converge up`."""
+
+    sandbox_latency: float = Field(
+        0.5,
+        ge=0,
+        le=3600,
+        description="Seconds a resource stays in BUILD after a create (or a rebuilding update) "
+        "before it turns ACTIVE; half a second makes the asynchrony visible without slowing demos.",
+    )
+    sandbox_failure_rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Chance (0..1) that a build ends in ERROR instead of ACTIVE. 0 = never.",
+    )
+    sandbox_seed: int | None = Field(
+        None, description="Seed of the sandbox's ids and failures, so a run can be replayed. Unset = random."
+    )
+
+
+class SandboxSettings(SandboxBehaviour):
+    """converge-sandbox: a small simulated cloud (API, health and metrics on one port)."""
+
+    sandbox_host: str = Field("127.0.0.1", description="Address the sandbox's HTTP API binds to.")
+    sandbox_port: int = Field(8007, ge=1, le=65535, description="Port of the API, health and metrics.")
+
+
+class UpSettings(EngineSettings, SandboxBehaviour):
     """`converge up`: every service in one process, on embedded defaults."""
 
     worker_concurrency: int = Field(32, ge=1, le=10_000, description="Jobs run at once.")
@@ -146,9 +209,31 @@ class UpSettings(EngineSettings):
         "127.0.0.1,localhost",
         description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
     )
+    sandbox_url: EndpointUrl = Field(
+        None,
+        description="Base URL of an external sandbox cloud for the Sandbox::* types. Unset = the "
+        "in-process sandbox served under {API}/sandbox.",
+    )
 
 
 S = TypeVar("S", bound=CommonSettings)
+
+
+def plugin_endpoints(*, sandbox_url: str | None) -> dict[str, str]:
+    """The endpoint catalog plugins receive (`ActionContext.endpoints`): name -> base URL."""
+    return {SANDBOX_ENDPOINT: sandbox_url} if sandbox_url else {}
+
+
+def allow_endpoints(allowed_hosts: str, endpoints: Mapping[str, str]) -> str:
+    """`allowed_hosts` (CONVERGE_HTTP_ALLOWED_HOSTS syntax) plus each endpoint's host:port,
+    so configuring an endpoint is enough for plugins to reach it."""
+    entries = [entry for entry in allowed_hosts.split(",") if entry.strip()]
+    for url in endpoints.values():
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        entries.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    return ",".join(entries)
 
 
 def describe_error(error: ValidationError, settings_class: type[CommonSettings]) -> str:

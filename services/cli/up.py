@@ -1,10 +1,14 @@
-"""`converge up`: engine, worker and observer in one process, zero setup.
+"""`converge up`: engine, worker, observer and a sandbox cloud in one process, zero setup.
 
 Embedded defaults: PostgreSQL from pgserver under CONVERGE_DATA_DIR (state
 survives restarts) and the in-process bus; CONVERGE_DATABASE_URL /
 CONVERGE_AMQP_URL switch to real servers. Every HTTP endpoint (API, health,
-metrics) is served on the one API port. Shutdown (Ctrl-C / SIGTERM): stop
-taking messages, drain in-flight work, stop the engine, close the bus, stop
+metrics, and the sandbox cloud under `/sandbox`) is served on the one API
+port; the Sandbox::* types reach the in-process sandbox there (or the one at
+CONVERGE_SANDBOX_URL, when set, instead), and its change notifications go to
+the same bus, where the observer consumes them. The sandbox's state is in
+memory: a restart empties it. Shutdown (Ctrl-C / SIGTERM): stop taking
+messages, drain in-flight work, stop the engine, close the bus, stop
 PostgreSQL.
 """
 
@@ -25,6 +29,8 @@ from services.engine.api.auth import Principal, Tokens
 from services.engine.service import EngineService, template_limits
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
+from services.sandbox.app import build_app as build_sandbox_app
+from services.sandbox.service import SandboxService, build_sandbox
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus import Bus
 from shared.bus.amqp import AmqpBus
@@ -34,10 +40,12 @@ from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
-from shared.settings import UpSettings
+from shared.settings import UpSettings, allow_endpoints, plugin_endpoints
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
+
+SANDBOX_MOUNT = "/sandbox"
 
 
 async def open_bus(settings: UpSettings) -> Bus:
@@ -77,10 +85,21 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             engine_subs = await start_consuming(bus, engine.consumptions())
         stack.push_async_callback(engine.stop)
         stack.push_async_callback(supervisor.stop)
+        sandbox: SandboxService | None = None
+        sandbox_url = settings.sandbox_url
+        if sandbox_url is None:
+            with structlog.contextvars.bound_contextvars(service="sandbox"):
+                sandbox = build_sandbox(settings, bus=bus, registry=registry)
+                sandbox.start(supervisor)
+            sandbox_url = f"{api_url}{SANDBOX_MOUNT}"
+        endpoints = plugin_endpoints(sandbox_url=sandbox_url)
         runtime = PluginRuntime(
             types=types,
-            http=HttpGateway(session, AllowList.parse(settings.http_allowed_hosts)),
+            http=HttpGateway(
+                session, AllowList.parse(allow_endpoints(settings.http_allowed_hosts, endpoints))
+            ),
             api_url=api_url,
+            endpoints=endpoints,
         )
         worker = WorkerService(
             bus=bus, deps=runtime, concurrency=settings.worker_concurrency, metrics=WorkerMetrics(registry)
@@ -90,6 +109,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             runtime=runtime,
             concurrency=settings.observer_concurrency,
             metrics=ObserverMetrics(registry),
+            providers=tuple(endpoints),
         )
         with structlog.contextvars.bound_contextvars(service="worker"):
             subs = engine_subs + await start_consuming(bus, worker.consumptions())
@@ -105,6 +125,8 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         app = build_app(
             health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
         )
+        if sandbox is not None:
+            app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
         print(
@@ -112,6 +134,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             f"  API:     {api_url}/v1/{credentials.project_id}\n"
             f"  Token:   {credentials.token}\n"
             f"  Data:    {settings.data_dir.resolve()}\n"
+            f"  Sandbox: {sandbox_url}/v1/inventory\n"
             f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}\n"
             f"Press Ctrl-C to stop.",
             file=sys.stdout,
@@ -122,9 +145,12 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             api=api_url,
             database="embedded" if settings.database_url is None else "external",
             bus="in-process" if settings.amqp_url is None else "amqp",
+            sandbox=sandbox_url,
         )
         await stop.wait()
         draining.set()
         log.info("draining")
         abandon_resumable(observer.consumptions())
         await drain(subs, seconds=settings.drain_seconds)
+        if sandbox is not None:
+            await sandbox.flush(seconds=settings.drain_seconds)

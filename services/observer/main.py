@@ -1,20 +1,23 @@
 """`converge-observer`: the observer process.
 
 Start-up: settings (exit 2 if bad) -> logging -> resource types -> HTTP
-client (allow-listed) -> bus -> health server -> consume `observe` ->
-`ready`. SIGTERM/SIGINT stops taking requests, hands running watches back to
-the queue (another observer resumes them) and exits 0.
+client (allow-listed; the endpoints of the catalog, e.g. CONVERGE_SANDBOX_URL,
+are allowed too) -> bus -> health server -> consume `observe`, and the
+notification queue of each provider in the catalog -> `ready`.
+SIGTERM/SIGINT stops taking requests, hands running watches back to the
+queue (another observer resumes them) and exits 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from services.observer.service import ObserverMetrics, ObserverService
 from shared.host import serve_plugin_service
 from shared.logging import configure_logging
 from shared.service import run_service
-from shared.settings import ObserverSettings, load_settings
+from shared.settings import ObserverSettings, allow_endpoints, load_settings, plugin_endpoints
 
 PROGRAM = "converge-observer"
 
@@ -22,6 +25,9 @@ PROGRAM = "converge-observer"
 def main() -> int:
     settings = load_settings(ObserverSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
+    endpoints = plugin_endpoints(sandbox_url=settings.sandbox_url)
+    allowed = allow_endpoints(settings.http_allowed_hosts, endpoints)
+    settings = settings.model_copy(update={"http_allowed_hosts": allowed})
     return run_service(
         lambda stop: serve_plugin_service(
             settings,
@@ -29,7 +35,8 @@ def main() -> int:
             name="observer",
             consumptions=lambda bus, runtime, registry: ObserverService(
                 bus=bus,
-                runtime=runtime,
+                runtime=dataclasses.replace(runtime, endpoints=endpoints),
+                providers=tuple(endpoints),
                 concurrency=settings.observer_concurrency,
                 metrics=ObserverMetrics(registry),
             ).consumptions(),

@@ -1,20 +1,22 @@
 """`converge-worker`: the worker process.
 
 Start-up: settings (exit 2 if bad) -> logging -> resource types (entry
-points) -> HTTP client (allow-listed) -> bus -> health server -> consume
+points) -> HTTP client (allow-listed; the endpoints of the catalog, e.g.
+CONVERGE_SANDBOX_URL, are allowed too) -> bus -> health server -> consume
 `jobs` -> `ready`. SIGTERM/SIGINT stops taking jobs, lets running ones finish
 within CONVERGE_DRAIN_SECONDS (the rest are redelivered elsewhere) and exits 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.host import serve_plugin_service
 from shared.logging import configure_logging
 from shared.service import run_service
-from shared.settings import WorkerSettings, load_settings
+from shared.settings import WorkerSettings, allow_endpoints, load_settings, plugin_endpoints
 
 PROGRAM = "converge-worker"
 
@@ -22,6 +24,9 @@ PROGRAM = "converge-worker"
 def main() -> int:
     settings = load_settings(WorkerSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
+    endpoints = plugin_endpoints(sandbox_url=settings.sandbox_url)
+    allowed = allow_endpoints(settings.http_allowed_hosts, endpoints)
+    settings = settings.model_copy(update={"http_allowed_hosts": allowed})
     return run_service(
         lambda stop: serve_plugin_service(
             settings,
@@ -30,7 +35,7 @@ def main() -> int:
             api_url=settings.public_api_url,
             consumptions=lambda bus, runtime, registry: WorkerService(
                 bus=bus,
-                deps=runtime,
+                deps=dataclasses.replace(runtime, endpoints=endpoints),
                 concurrency=settings.worker_concurrency,
                 metrics=WorkerMetrics(registry),
             ).consumptions(),

@@ -103,7 +103,9 @@ class ActionContext:
     no HTTP is allowed). `api_url` is the base URL of Converge's own API
     (e.g. `http://converge.example:8004`), used by types that hand out signal
     URLs. `clock` gives the current `time.time()`-style instant; tests inject
-    virtual time.
+    virtual time. `endpoints` is the catalog of the clouds this process is
+    configured to reach, name -> base URL (e.g. "sandbox" ->
+    `http://127.0.0.1:8007`, from CONVERGE_SANDBOX_URL); empty when none is.
     """
 
     stack_id: str
@@ -117,6 +119,7 @@ class ActionContext:
     http: Any = None
     api_url: str = ""
     clock: Callable[[], float] = time.time
+    endpoints: Mapping[str, str] = field(default_factory=dict)
 
 
 class AnyAttributes(Mapping[str, str]):

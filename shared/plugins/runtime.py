@@ -27,6 +27,7 @@ class PluginRuntime:
     types: Mapping[str, type[ResourceType]]
     http: Any = None  # shared.http_client.HttpGateway
     api_url: str = ""
+    endpoints: Mapping[str, str] = field(default_factory=dict)  # name -> base URL (ActionContext)
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     random: Callable[[], float] = field(default=random.random)
@@ -45,6 +46,7 @@ def action_context(job: ResourceJob, runtime: PluginRuntime, log: Any) -> Action
         http=runtime.http,
         api_url=runtime.api_url,
         clock=runtime.clock,
+        endpoints=runtime.endpoints,
     )
 
 

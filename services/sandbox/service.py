@@ -1,0 +1,178 @@
+"""The sandbox service: the cloud with a clock, a build timer, metrics and notifications.
+
+Where it sits: between the HTTP layer (app.py, which only parses requests
+and renders answers) and the pure cloud (model.py). Every operation first
+lets due builds finish, then acts, then hands the changes to the notifier
+and updates the metrics — synchronously, so each request sees and leaves a
+consistent cloud. A timer task (`run_timers`) finishes builds on time even
+when nobody is asking, so their status changes are announced promptly.
+Hosted by `converge-sandbox` (main.py) and by `converge up` alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from services.sandbox.model import Change, Cloud, Created
+from services.sandbox.notify import Notifier, NotifierMetrics
+from services.sandbox.specs import Kind
+from shared.bus import Bus
+from shared.notifications import NotificationEvent
+from shared.settings import SandboxBehaviour
+from shared.tasks import Supervisor
+
+log = structlog.get_logger(__name__)
+
+
+class SandboxMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def per_kind(name: str, text: str) -> Counter:
+            return Counter(name, text, ["kind"], registry=registry)
+
+        self.creates = per_kind("converge_sandbox_creates", "Resources created, by kind.")
+        self.replays = per_kind(
+            "converge_sandbox_idempotent_replays",
+            "Creates answered with the resource an earlier request made (Idempotency-Key seen before).",
+        )
+        self.updates = per_kind(
+            "converge_sandbox_updates", "In-place updates that changed something, by kind."
+        )
+        self.deletes = per_kind("converge_sandbox_deletes", "Resources deleted, by kind.")
+        self.breaks = per_kind("converge_sandbox_breaks", "Resources put into ERROR out of band, by kind.")
+        self.builds = Counter(
+            "converge_sandbox_builds_finished",
+            "Builds finished, by kind and resulting status (ACTIVE or ERROR).",
+            ["kind", "status"],
+            registry=registry,
+        )
+        self.refused = Counter(
+            "converge_sandbox_refused", "Requests refused, by HTTP status.", ["status"], registry=registry
+        )
+        self.resources = Gauge(
+            "converge_sandbox_resources", "Live resources, by kind.", ["kind"], registry=registry
+        )
+        for kind in Kind:
+            self.resources.labels(kind.value).set(0)
+
+
+class SandboxService:
+    def __init__(
+        self,
+        *,
+        cloud: Cloud,
+        notifier: Notifier,
+        metrics: SandboxMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cloud = cloud
+        self._notifier = notifier
+        self.metrics = metrics
+        self._clock = clock
+        self._wake = asyncio.Event()
+
+    @property
+    def notification_queue(self) -> str | None:
+        return self._notifier.queue_name if self._notifier.enabled else None
+
+    # -- operations (called by the HTTP layer) -------------------------------
+
+    def create(self, kind: Kind, body: Any, *, idempotency_key: str | None) -> Created:
+        now = self._tick()
+        created = self._cloud.create(kind, body, now=now, idempotency_key=idempotency_key)
+        (self.metrics.replays if created.replayed else self.metrics.creates).labels(kind.value).inc()
+        self._record(created.changes)
+        return created
+
+    def update(self, kind: Kind, resource_id: str, patch: Any) -> dict[str, Any]:
+        now = self._tick()
+        view, changes = self._cloud.update(kind, resource_id, patch, now=now)
+        if changes:
+            self.metrics.updates.labels(kind.value).inc()
+        self._record(changes)
+        return view
+
+    def delete(self, kind: Kind, resource_id: str) -> None:
+        now = self._tick()
+        changes = self._cloud.delete(kind, resource_id, now=now)
+        self.metrics.deletes.labels(kind.value).inc()
+        self._record(changes)
+
+    def break_(self, kind: Kind, resource_id: str, reason: str) -> dict[str, Any]:
+        now = self._tick()
+        view, changes = self._cloud.break_(kind, resource_id, reason, now=now)
+        self.metrics.breaks.labels(kind.value).inc()
+        self._record(changes)
+        return view
+
+    def get(self, kind: Kind, resource_id: str) -> dict[str, Any]:
+        self._tick()
+        return self._cloud.get(kind, resource_id)
+
+    def list_kind(self, kind: Kind) -> list[dict[str, Any]]:
+        self._tick()
+        return self._cloud.list_kind(kind)
+
+    def inventory(self) -> list[dict[str, Any]]:
+        self._tick()
+        return self._cloud.inventory()
+
+    # -- time and bookkeeping --------------------------------------------------
+
+    def _tick(self) -> float:
+        """Finish the builds that are due; the current time."""
+        now = self._clock()
+        self._record(self._cloud.advance(now))
+        return now
+
+    def _record(self, changes: Sequence[Change]) -> None:
+        if not changes:
+            return
+        for change in changes:
+            if change.event is NotificationEvent.STATUS_CHANGED and change.status in ("ACTIVE", "ERROR"):
+                self.metrics.builds.labels(change.kind.value, change.status).inc()
+            self.metrics.resources.labels(change.kind.value).set(self._cloud.counts[change.kind])
+        self._notifier.send(changes)
+        self._wake.set()  # a build may have started: the timer looks at its deadline
+
+    async def run_timers(self) -> None:
+        """Finish builds when they are due, for ever (cancelled at shutdown)."""
+        while True:
+            self._wake.clear()
+            self._tick()
+            due = self._cloud.next_due()
+            timeout = None if due is None else max(0.0, due - self._clock())
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    def start(self, supervisor: Supervisor) -> None:
+        supervisor.spawn("sandbox-timers", self.run_timers())
+        if self._notifier.enabled:
+            supervisor.spawn("sandbox-notifications", self._notifier.run())
+
+    async def flush(self, *, seconds: float) -> None:
+        """Let queued notifications go out (bounded), e.g. before shutting down."""
+        await self._notifier.flush(seconds=seconds)
+
+
+def build_sandbox(
+    settings: SandboxBehaviour,
+    *,
+    bus: Bus | None,
+    registry: CollectorRegistry,
+    clock: Callable[[], float] = time.time,
+) -> SandboxService:
+    """A sandbox as `settings` describe it, announcing its changes on `bus` (if any)."""
+    rng = random.Random(settings.sandbox_seed)
+    cloud = Cloud(latency=settings.sandbox_latency, failure_rate=settings.sandbox_failure_rate, rng=rng)
+    notifier = Notifier(bus, metrics=NotifierMetrics(registry))
+    return SandboxService(cloud=cloud, notifier=notifier, metrics=SandboxMetrics(registry), clock=clock)
