@@ -10,14 +10,13 @@ queue (another observer resumes them) and exits 0.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from services.observer.service import ObserverMetrics, ObserverService
 from shared.host import serve_plugin_service
 from shared.logging import configure_logging
 from shared.service import run_service
-from shared.settings import ObserverSettings, allow_endpoints, load_settings, plugin_endpoints
+from shared.settings import ObserverSettings, load_settings, plugin_endpoints
 
 PROGRAM = "converge-observer"
 
@@ -26,20 +25,19 @@ def main() -> int:
     settings = load_settings(ObserverSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     endpoints = plugin_endpoints(sandbox_url=settings.sandbox_url)
-    allowed = allow_endpoints(settings.http_allowed_hosts, endpoints)
-    settings = settings.model_copy(update={"http_allowed_hosts": allowed})
     return run_service(
         lambda stop: serve_plugin_service(
             settings,
             stop,
             name="observer",
-            consumptions=lambda bus, runtime, registry: ObserverService(
+            endpoints=endpoints,
+            service=lambda bus, runtime, registry: ObserverService(
                 bus=bus,
-                runtime=dataclasses.replace(runtime, endpoints=endpoints),
+                runtime=runtime,
                 providers=tuple(endpoints),
                 concurrency=settings.observer_concurrency,
                 metrics=ObserverMetrics(registry),
-            ).consumptions(),
+            ),
         ),
         name="observer",
     )

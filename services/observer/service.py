@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.observer.completion import DEFAULT_POLL, PollPolicy, look, watch
@@ -112,6 +113,12 @@ class ObserverService:
         ]
         return [observe, *notifications]
 
+    def admin_routes(self) -> list[web.RouteDef]:
+        async def observing(_: web.Request) -> web.Response:
+            return web.json_response({"watching": self.watching()})
+
+        return [web.get("/admin/observing", observing)]
+
     def watching(self) -> list[dict[str, Any]]:
         """What this observer is watching now (for its admin endpoint)."""
         return [
@@ -140,7 +147,7 @@ class ObserverService:
             notification_id=message.id,
             provider=message.provider,
             physical_id=message.physical_id,
-            event=message.event.value,
+            change=message.event.value,
             woke=len(woken),
         )
         if message.event is not NotificationEvent.CREATED:

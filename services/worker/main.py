@@ -9,14 +9,13 @@ within CONVERGE_DRAIN_SECONDS (the rest are redelivered elsewhere) and exits 0.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.host import serve_plugin_service
 from shared.logging import configure_logging
 from shared.service import run_service
-from shared.settings import WorkerSettings, allow_endpoints, load_settings, plugin_endpoints
+from shared.settings import WorkerSettings, load_settings, plugin_endpoints
 
 PROGRAM = "converge-worker"
 
@@ -25,20 +24,19 @@ def main() -> int:
     settings = load_settings(WorkerSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     endpoints = plugin_endpoints(sandbox_url=settings.sandbox_url)
-    allowed = allow_endpoints(settings.http_allowed_hosts, endpoints)
-    settings = settings.model_copy(update={"http_allowed_hosts": allowed})
     return run_service(
         lambda stop: serve_plugin_service(
             settings,
             stop,
             name="worker",
             api_url=settings.public_api_url,
-            consumptions=lambda bus, runtime, registry: WorkerService(
+            endpoints=endpoints,
+            service=lambda bus, runtime, registry: WorkerService(
                 bus=bus,
-                deps=dataclasses.replace(runtime, endpoints=endpoints),
+                deps=runtime,
                 concurrency=settings.worker_concurrency,
                 metrics=WorkerMetrics(registry),
-            ).consumptions(),
+            ),
         ),
         name="worker",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import structlog
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.worker.runner import run_job
@@ -45,6 +46,9 @@ class WorkerService:
 
     def consumptions(self) -> list[Consumption]:
         return [Consumption(JOBS_QUEUE, self.handle, prefetch=self._concurrency, codec=CODEC)]
+
+    def admin_routes(self) -> list[web.RouteDef]:
+        return []  # pause/resume come with every hosted service (shared.host)
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         assert isinstance(message, ResourceJob)
