@@ -278,6 +278,9 @@ def test_refused_actions_show_the_servers_message(server: Server) -> None:
     refused = server.converge("stack", "cancel", name)
     assert refused.code == 1
     assert "Cancelling update when stack is CREATE_COMPLETE is not supported" in refused.err
+    refused = server.converge("stack", "cancel", name, "--no-rollback")
+    assert refused.code == 1
+    assert "Cancelling update when stack is CREATE_COMPLETE is not supported" in refused.err
     too_often = server.converge("observe", "start", name, "--interval", "0")
     assert too_often.code == 2
     assert "must be at least 1" in too_often.err

@@ -60,6 +60,9 @@ def register(subparsers: Subparsers) -> None:
     show.add_argument("stack", metavar="NAME_OR_ID")
     cancel = command(stack, "cancel", cancel_stack, help="cancel the stack's running update", common=common)
     cancel.add_argument("stack", metavar="NAME_OR_ID")
+    cancel.add_argument(
+        "--no-rollback", action="store_true", help="stop where it is (FAILED) instead of rolling back"
+    )
 
 
 def _goal_options(parser: argparse.ArgumentParser, *, template_required: bool) -> None:
@@ -152,6 +155,7 @@ async def show_stack(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def cancel_stack(args: argparse.Namespace, ctx: Context) -> int:
-    await ctx.api.post(f"{stack_path(await find_stack(ctx, args.stack))}/actions", {"cancel_update": None})
+    action = "cancel_without_rollback" if args.no_rollback else "cancel_update"
+    await ctx.api.post(f"{stack_path(await find_stack(ctx, args.stack))}/actions", {action: None})
     print(f"Cancel requested for stack {args.stack}.", file=ctx.console.err)
     return 0
