@@ -6,7 +6,6 @@ Real: the `converge` executable, PostgreSQL, the in-process bus, HTTP, SIGTERM."
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,9 +16,8 @@ import aiohttp
 import pytest
 
 from tests.support.bus_fixtures import eventually
-from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
-from tests.support.sandbox import SandboxClient
+from tests.support.sandbox import SandboxClient, start_up
 
 pytestmark = pytest.mark.integration
 
@@ -71,22 +69,12 @@ class Up:
 
 @pytest.fixture
 async def up(tmp_path: Path, database_url: str) -> AsyncIterator[Up]:
-    port = free_port()
-    env = {
-        "CONVERGE_DATA_DIR": str(tmp_path),
-        "CONVERGE_API_PORT": str(port),
-        "CONVERGE_DATABASE_URL": database_url,
-        "CONVERGE_AMQP_URL": "",
-        "CONVERGE_SANDBOX_LATENCY": "0.1",
-    }
-    process = await ServiceProcess(["converge", "up"], env).start()
+    running = await start_up(tmp_path, database_url)
     try:
-        await process.wait_for_event("ready", timeout=90)
-        token = json.loads((tmp_path / "credentials.json").read_text())["token"]
         async with aiohttp.ClientSession() as http:
-            yield Up(process, http, f"http://127.0.0.1:{port}", token)
+            yield Up(running.process, http, running.base, running.token)
     finally:
-        await process.stop()
+        await running.process.stop()
 
 
 def template(name: str) -> str:

@@ -23,8 +23,8 @@ import aiohttp
 import pytest
 
 from tests.support.bus_fixtures import eventually
-from tests.support.ports import free_port
-from tests.support.processes import BIN, ServiceProcess
+from tests.support.processes import BIN
+from tests.support.sandbox import start_up
 
 pytestmark = pytest.mark.integration
 
@@ -81,28 +81,18 @@ class Up:
 
 @pytest.fixture
 async def up(tmp_path: Path, database_url: str) -> AsyncIterator[Up]:
-    port = free_port()
-    env = {
+    running = await start_up(tmp_path, database_url, latency=0.2)
+    shell = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
         "CONVERGE_DATA_DIR": str(tmp_path),
-        "CONVERGE_API_PORT": str(port),
-        "CONVERGE_DATABASE_URL": database_url,
-        "CONVERGE_AMQP_URL": "",
-        "CONVERGE_SANDBOX_LATENCY": "0.2",
+        "CONVERGE_URL": running.base,
     }
-    process = await ServiceProcess(["converge", "up"], env).start()
     try:
-        await process.wait_for_event("ready", timeout=90)
-        token = json.loads((tmp_path / "credentials.json").read_text())["token"]
-        shell = {
-            **os.environ,
-            "PATH": f"{BIN}:{os.environ['PATH']}",
-            "CONVERGE_DATA_DIR": str(tmp_path),
-            "CONVERGE_URL": f"http://127.0.0.1:{port}",
-        }
         async with aiohttp.ClientSession() as http:
-            yield Up(f"http://127.0.0.1:{port}", shell, http, token)
+            yield Up(running.base, shell, http, running.token)
     finally:
-        await process.stop()
+        await running.process.stop()
 
 
 async def test_the_readme_walkthrough_works_as_written(up: Up) -> None:

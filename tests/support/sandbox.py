@@ -1,13 +1,17 @@
-"""The sandbox cloud in tests: a real `converge-sandbox` process and a small HTTP client.
+"""The sandbox cloud in tests: a real `converge-sandbox` process, `converge up` with its
+in-process sandbox, and a small HTTP client.
 
 `start_sandbox` runs the console script on a free port (with the given extra
 environment: bus, latency, seed) and waits for its `ready` log event;
+`start_up` does the same for `converge up` on a scratch data directory;
 `SandboxClient` reads and pokes it the way an operator with curl would.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -30,6 +34,33 @@ async def start_sandbox(env: dict[str, str]) -> RunningSandbox:
     ).start()
     await process.wait_for_event("ready")
     return RunningSandbox(process, f"http://127.0.0.1:{port}")
+
+
+@dataclass
+class RunningUp:
+    process: ServiceProcess
+    base: str  # http://127.0.0.1:<port>
+    token: str  # the token `converge up` generated for project demo
+
+
+async def start_up(data_dir: Path, database_url: str, *, latency: float = 0.1) -> RunningUp:
+    """`converge up` with the in-process bus and sandbox, on a free port."""
+    port = free_port()
+    env = {
+        "CONVERGE_DATA_DIR": str(data_dir),
+        "CONVERGE_API_PORT": str(port),
+        "CONVERGE_DATABASE_URL": database_url,
+        "CONVERGE_AMQP_URL": "",
+        "CONVERGE_SANDBOX_LATENCY": str(latency),
+    }
+    process = await ServiceProcess(["converge", "up"], env).start()
+    try:
+        await process.wait_for_event("ready", timeout=90)
+    except BaseException:
+        await process.stop()
+        raise
+    token = json.loads((data_dir / "credentials.json").read_text())["token"]
+    return RunningUp(process, f"http://127.0.0.1:{port}", token)
 
 
 @dataclass
