@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install up cluster test test-long gabbits lint check bench clean
+.PHONY: install browser up cluster test test-long gabbits lint check bench clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,12 @@ $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyprojec
 	$(BIN)/pip install -q -e '.[test,dev]' -e tests/plugins/converge_example_plugin
 	touch $@
 
-install: $(BIN)/.installed
+install: $(BIN)/.installed browser
+
+# The dashboard's browser tests drive Debian's Chromium through Playwright
+# (never `playwright install`): install the package when it is missing.
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -q && apt-get install -y -q chromium; }
 
 up: install
 	$(BIN)/converge up
@@ -49,8 +54,14 @@ lint: install
 
 check: lint test
 
+# The baseline configuration (docs/performance.md): every benchmark, 1k and 10k
+# of every shape in both modes, the 100k create of the layered shape. More:
+# `make bench BENCH_ARGS=--full`, or name modules and sizes, e.g.
+# `make bench BENCH_ARGS='throughput --sizes 1000 --modes up'`.
+BENCH_ARGS ?=
+
 bench: install
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -73,7 +73,20 @@ def _time(fn: Any, repeat: int = 3) -> float:
     return best
 
 
+def _met(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark each row against its "< seconds" goal (ours: the issue names no target for parsing)."""
+    for row in rows:
+        limit = float(row["target"].lstrip("< "))
+        row["met"] = row["value"] < limit
+        row["note"] = "goal of this layer, not from the issue; no database, no bus"
+    return rows
+
+
 def run() -> list[dict[str, Any]]:
+    return _met(_rows())
+
+
+def _rows() -> list[dict[str, Any]]:
     types = _types()
     identity = StackIdentity("bench", "bench-id", "project")
     rows: list[dict[str, Any]] = []

@@ -114,6 +114,13 @@ class EngineSettings(CommonSettings):
     max_stacks_per_project: int = Field(
         1000, ge=1, le=1_000_000, description="Most live stacks one project may hold."
     )
+    max_nested_depth: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="How deep stacks may nest (a top-level stack's children are depth 1); "
+        "stops a template resource that contains itself. Same on every engine; Heat's default.",
+    )
     api_tokens: str | None = Field(
         None,
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "

@@ -34,15 +34,19 @@ from services.engine.core.model import (
     is_forward,
     resource_of,
 )
+from services.engine.core.nesting import goal_digest, is_nested, with_digest
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import deadline_for, job_for, reference_data
 from services.engine.messages import CheckResource
+from services.engine.nested.answer import Answers, cancel_children
+from services.engine.nested.children import Children
+from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.outbox import Outbox
 from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.template import ResolutionError, resolve_properties
+from services.engine.template import DEFAULT_LIMITS, ResolutionError, TemplateLimits, resolve_properties
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
@@ -72,11 +76,14 @@ class Convergence:
         outbox: Outbox,
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
+        limits: TemplateLimits = DEFAULT_LIMITS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
+        self._answers = Answers(definitions=definitions, types=types)
+        self._children = Children(definitions=definitions, types=types, answers=self._answers, limits=limits)
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         context: dict[str, Any] = {}
@@ -88,6 +95,8 @@ class Convergence:
                 "resource": message.resource_name,
                 "job_id": message.job_id,
             }
+        elif isinstance(message, NestedStackJob | CancelNested):
+            context = {"stack_id": str(message.stack_id), "job_id": message.job_id}
         with structlog.contextvars.bound_contextvars(**context):
             effects = Effects()
             async with self._store.transaction() as tx:
@@ -98,6 +107,10 @@ class Convergence:
                     await self._check(tx, message, effects)
                 elif isinstance(message, JobResult):
                     await self._result(tx, message, effects)
+                elif isinstance(message, NestedStackJob):
+                    await self._children.start(tx, message, effects)
+                elif isinstance(message, CancelNested):
+                    await self._children.cancel(tx, message, effects)
                 ids = await effects.commit(tx)
             await self._outbox.publish(ids, effects.messages)
 
@@ -112,6 +125,7 @@ class Convergence:
                 reason = (
                     f"Stack {stack.action.value} timed out; still in progress: {', '.join(names) or 'none'}"
                 )
+                cancel_children(await tx.resources(stack.stack_id), effects)
                 await tx.disown_jobs(stack.stack_id, stack.current_traversal, "Resource timed out")
                 await self._fail_stack(tx, stack, stack.current_traversal, reason, effects)
             ids = await effects.commit(tx)
@@ -134,8 +148,16 @@ class Convergence:
         if row is None:  # already cleaned up by an earlier traversal
             await self._node_done(tx, stack, traversal, node, fx)
             return
-        if row.current_job is not None:
+        if row.current_job is not None and not is_nested(row.type):
             # An older traversal's job is still running on this row: wait for its outcome.
+            # (A nested job is not waited for: the new job preempts the child's operation.)
+            # The stack is read again after the row: had a newer update committed (and its
+            # check registered on this row) since the stack was first read, this older
+            # check must not take the row's one waiting slot from it.
+            fresh = await tx.stack(stack.stack_id)
+            if fresh is None or fresh.current_traversal != traversal:
+                log.debug("check_superseded", node=msg.node)
+                return
             if not await tx.update_resource(row, waiting_traversal=traversal, waiting_node=node):
                 raise ConflictError(f"resource {row.resource_id} changed while checking")
             log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
@@ -153,7 +175,8 @@ class Convergence:
         assert stack.current_template_id is not None
         definition = await self._definitions.get(tx, stack, stack.current_template_id)
         goal = definition.resources[row.name]
-        cls = self._types[goal.type]
+        nested = is_nested(goal.type)
+        cls = self._types.get(goal.type)
         needed = await tx.current_resources(stack.stack_id, goal.requires)
         data = {n: reference_data(r, self._types) for n, r in needed.items() if n in goal.references}
         requires = frozenset(r.resource_id for r in needed.values())
@@ -164,12 +187,17 @@ class Convergence:
                 tx, stack, traversal, row, Action.UPDATE if row.exists else Action.CREATE, str(exc), fx
             )
             return
+        if nested:
+            record = await tx.template(stack.current_template_id)
+            assert record is not None
+            properties = with_digest(properties, goal_digest(record.environment, record.files))
         decision = decide_forward(
             row,
             type_name=goal.type,
-            schema=cls.properties,
+            schema=cls.properties if cls is not None else None,
             properties=properties,
             external_id=goal.external_id,
+            nested=nested,
         )
         log.info("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
         adopt = {"template_id": stack.current_template_id, "deletion_policy": goal.deletion_policy.value}
@@ -336,7 +364,13 @@ class Convergence:
         fx.event(
             stack.stack_id, row.name, row.physical_id, type_name, heat_action, "IN_PROGRESS", "state changed"
         )
-        fx.emit(JOBS_QUEUE, job)
+        if is_nested(type_name):  # run by an engine, as an operation of the child stack
+            nested = NestedStackJob(
+                job_id=job_id, stack_id=stack.stack_id, resource_id=row.resource_id, action=action
+            )
+            fx.emit(ENGINE_QUEUE, nested)
+        else:
+            fx.emit(JOBS_QUEUE, job)
 
     def _job(
         self, stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None
@@ -478,8 +512,8 @@ class Convergence:
             JobOutcome.COMPLETE,
             JobOutcome.IN_PROGRESS,
         )
-        if not created or res.physical_id is None or not res.resource_type:
-            return
+        if not created or res.physical_id is None or not res.resource_type or is_nested(res.resource_type):
+            return  # (a child stack always belongs to a row: it is made with the row's physical id)
         if await tx.resource_by_physical_id(StackId(uuid.UUID(res.stack_id)), res.physical_id) is not None:
             return  # an idempotent replay of a resource a row owns
         log.warning("orphan_reaped", physical_id=res.physical_id, resource=res.resource_name)
@@ -530,6 +564,7 @@ class Convergence:
             if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
                 fx.stack_event(stack, action.value, "COMPLETE", reason)
                 log.info("stack_complete", action=action.value)
+                await self._answers.stack_ended(tx, stack, Status.COMPLETE, reason, fx)
 
     async def _fail(
         self,
@@ -549,7 +584,9 @@ class Convergence:
     async def _fail_stack(
         self, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
     ) -> None:
-        await fail_or_roll_back(tx, stack, traversal, reason, fx, definitions=self._definitions)
+        await fail_or_roll_back(
+            tx, stack, traversal, reason, fx, definitions=self._definitions, answers=self._answers
+        )
 
     async def _delete(self, tx: Tx, row: ResourceRow) -> None:
         if not await tx.delete_resource(row):

@@ -6,6 +6,7 @@ O(stack size), so each engine parses a template once and keeps it (LRU).
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -56,6 +57,7 @@ class DefinitionCache:
         self._limits = limits
         self._size = size
         self._cache: OrderedDict[TemplateId, StackDefinition] = OrderedDict()
+        self._loading: dict[TemplateId, asyncio.Lock] = {}
 
     def put(self, template_id: TemplateId, definition: StackDefinition) -> None:
         self._cache[template_id] = definition
@@ -64,13 +66,31 @@ class DefinitionCache:
             self._cache.popitem(last=False)
 
     async def get(self, tx: Tx, stack: StackRow, template_id: TemplateId) -> StackDefinition:
+        """The definition of `template_id`, built once: checks that miss the cache
+        together wait for the first one's fetch and parse instead of each holding a
+        copy of a large template (a plain read of the template row: waiting here
+        holds up no lock another check needs)."""
+        cached = self._cached(template_id)
+        if cached is not None:
+            return cached
+        lock = self._loading.setdefault(template_id, asyncio.Lock())
+        try:
+            async with lock:
+                cached = self._cached(template_id)
+                if cached is not None:
+                    return cached
+                record = await tx.template(template_id)
+                if record is None:
+                    raise PermanentError(f"template {template_id} of stack {stack.stack_id} is missing")
+                definition = build_definition(record, stack, types=self._types, limits=self._limits)
+                self.put(template_id, definition)
+                return definition
+        finally:
+            if not lock.locked() and self._loading.get(template_id) is lock:
+                del self._loading[template_id]
+
+    def _cached(self, template_id: TemplateId) -> StackDefinition | None:
         cached = self._cache.get(template_id)
         if cached is not None:
             self._cache.move_to_end(template_id)
-            return cached
-        record = await tx.template(template_id)
-        if record is None:
-            raise PermanentError(f"template {template_id} of stack {stack.stack_id} is missing")
-        definition = build_definition(record, stack, types=self._types, limits=self._limits)
-        self.put(template_id, definition)
-        return definition
+        return cached

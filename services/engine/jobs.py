@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.model import ResourceRow, StackRow, TraversalId
+from services.engine.core.nesting import GROUP_TYPE, GroupAttributes
 from services.engine.template import ResourceData
+from services.engine.template.environment import is_template_reference
 from shared.plugins import ResourceType
 from shared.protocol import JobAction, ResourceJob
 
@@ -55,10 +57,18 @@ def job_for(
 
 
 def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
-    """What a dependency passes on: its reference id and attributes."""
+    """What a dependency passes on: its reference id and attributes. A template
+    resource's reference is its `OS::stack_id` (the child's id unless its template
+    sets that output); a group's attributes also answer `resource.<n>.<name>`."""
     cls = types.get(row.type)
     reference = row.physical_id
-    if cls is not None and cls.reference_attribute is not None:
-        value = row.attributes.get(cls.reference_attribute)
+    attribute = cls.reference_attribute if cls is not None else None
+    if cls is None and is_template_reference(row.type):
+        attribute = "OS::stack_id"
+    if attribute is not None:
+        value = row.attributes.get(attribute, reference if cls is None else None)
         reference = None if value is None else str(value)
-    return ResourceData(reference_id=reference, attributes=row.attributes)
+    attributes: Mapping[str, Any] = row.attributes
+    if row.type == GROUP_TYPE:
+        attributes = GroupAttributes(row.attributes)
+    return ResourceData(reference_id=reference, attributes=attributes)

@@ -19,9 +19,12 @@ import structlog
 
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.nesting import goal_digest, is_nested, with_digest
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
+from services.engine.nested.answer import Answers, cancel_children
+from services.engine.nested.children import stop_stack
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
@@ -81,6 +84,7 @@ class Operations:
         self._definitions = definitions
         self._types = types
         self._limits = limits
+        self._answers = Answers(definitions=definitions, types=types)
 
     def validate(self, goal: Goal, stack: StackRow) -> StackDefinition:
         """Raise `TemplateInvalid` (all errors, with paths) before anything changes."""
@@ -159,6 +163,7 @@ class Operations:
         changes: dict[str, list[ResourceRow | str]] = {
             k: [] for k in ("added", "deleted", "replaced", "updated", "unchanged")
         }
+        digest = goal_digest(goal.environment, goal.files)
         for name, goal_resource in definition.resources.items():
             row = current.get(name)
             if row is None or not row.exists:
@@ -169,12 +174,15 @@ class Operations:
             except ResolutionError:
                 changes["updated"].append(row)
                 continue
+            nested = is_nested(goal_resource.type)
+            cls = self._types.get(goal_resource.type)
             decision = decide_forward(
                 row,
                 type_name=goal_resource.type,
-                schema=self._types[goal_resource.type].properties,
-                properties=properties,
+                schema=cls.properties if cls is not None else None,
+                properties=with_digest(properties, digest) if nested else properties,
                 external_id=goal_resource.external_id,
+                nested=nested,
             )
             kind = {Forward.NOTHING: "unchanged", Forward.REPLACE: "replaced"}.get(decision.kind, "updated")
             changes[kind].append(row)
@@ -195,7 +203,9 @@ class Operations:
             refusal = stack_action_refusal(stack, action)
             if refusal:
                 raise Refused(refusal)
-            traversal = await begin_stack_action(tx, stack, action=action, fx=effects, existing=existing)
+            traversal = await begin_stack_action(
+                tx, stack, action=action, fx=effects, existing=existing, answers=self._answers
+            )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
@@ -240,10 +250,11 @@ class Operations:
     async def _cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         """Stop the operation in progress: roll back to the previous template, or stop
         where it is (FAILED, "cancelled"). Actions already running at workers finish
-        and their outcomes are recorded."""
+        and their outcomes are recorded; child stacks in progress are cancelled (and,
+        with rollback, then converged back with their parent)."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
+            rows = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
             stack = await tx.stack(stack_id, lock=True)
             if stack is None:
                 raise StackNotFound(f"stack {stack_id} not found")
@@ -253,6 +264,7 @@ class Operations:
             assert stack.current_traversal is not None
             reason = f"Stack {stack.action.value} cancelled"
             if rollback:
+                cancel_children(rows, effects)
                 await fail_or_roll_back(
                     tx,
                     stack,
@@ -261,10 +273,10 @@ class Operations:
                     effects,
                     definitions=self._definitions,
                     force_rollback=True,
+                    answers=self._answers,
                 )
             else:
-                await tx.stop_operation(stack_id, TraversalId(uuid.uuid4()), reason)
-                effects.stack_event(stack, stack.action.value, "FAILED", reason)
+                await stop_stack(tx, stack, rows, effects, answers=self._answers)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
@@ -307,6 +319,7 @@ class Operations:
             action=action,
             fx=fx,
             existing=existing,
+            answers=self._answers,
         )
 
 

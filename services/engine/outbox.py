@@ -23,6 +23,9 @@ from shared.errors import BusError, StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
+# Whatever a broker or database outage raises here; the rows stay for the relay.
+_UNAVAILABLE = (BusError, StoreUnavailable, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
 
 class Outbox:
     def __init__(self, *, pool: asyncpg.Pool, bus: Bus, stale_after: float = 5.0) -> None:
@@ -37,7 +40,7 @@ class Outbox:
         try:
             await self._send(messages)
             await self._pool.execute("DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", list(ids))
-        except (BusError, StoreUnavailable, OSError, asyncpg.PostgresError) as exc:
+        except _UNAVAILABLE as exc:
             log.warning("outbox_fast_path_failed", error=str(exc), count=len(ids))
 
     async def _send(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
@@ -72,6 +75,6 @@ class Outbox:
             try:
                 while await self.relay_once() > 0:
                     pass
-            except (BusError, StoreUnavailable, OSError, asyncpg.PostgresError) as exc:
+            except _UNAVAILABLE as exc:
                 log.warning("outbox_relay_failed", error=str(exc))
             await asyncio.sleep(every)

@@ -5,12 +5,20 @@
 messages left behind by a failed publish or a dead engine, and offers the
 stack operations (`operations`). `converge-engine` and `converge up` both
 host it.
+
+Work a dead engine held is taken over without it: its unacknowledged messages
+return to the queue when its connection drops, and its committed but
+unpublished outbox rows are relayed by any live engine once they are
+`outbox_stale_seconds` old (checked every `relay_seconds`). A database outage
+holds the messages being handled (they wait for the database and are retried)
+instead of spending their deliveries, so an outage never dead-letters work.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import os
 import socket
 import time
@@ -25,6 +33,7 @@ from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
 from services.engine.checks import Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.messages import CheckResource
+from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
@@ -44,7 +53,9 @@ from shared.tasks import Supervisor
 log = structlog.get_logger(__name__)
 
 #: What the engine queue carries.
-ENGINE_CODEC = Codec([CheckResource, JobResult, ResourceObserved, ResourceChanged])
+ENGINE_CODEC = Codec(
+    [CheckResource, JobResult, ResourceObserved, ResourceChanged, NestedStackJob, CancelNested]
+)
 
 
 class EngineService:
@@ -63,6 +74,9 @@ class EngineService:
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
         clock: Callable[[], float] = time.time,
+        outbox_stale_seconds: float = 5.0,
+        relay_seconds: float = 1.0,
+        store_retries: int = 5,
     ) -> None:
         self._quotas = quotas
         self._clock = clock
@@ -75,7 +89,9 @@ class EngineService:
         self.store = Store(pool)
         self.bus = bus
         self.engine_id = engine_id
-        self.outbox = Outbox(pool=pool, bus=bus)
+        self.outbox = Outbox(pool=pool, bus=bus, stale_after=outbox_stale_seconds)
+        self._relay_seconds = relay_seconds
+        self._store_retries = store_retries
         self.types = types
         self.limits = limits
         self.definitions = definitions = DefinitionCache(types=types, limits=limits)
@@ -84,7 +100,7 @@ class EngineService:
             store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
         )
         self.convergence = Convergence(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types
+            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self._supervisor = supervisor
@@ -109,17 +125,36 @@ class EngineService:
         return [Consumption(ENGINE_QUEUE, self.handle, prefetch=self._prefetch, codec=ENGINE_CODEC)]
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
-        if isinstance(message, ResourceObserved):
-            await self.observing.handle(message)
-        elif isinstance(message, ResourceChanged):
-            await self.observing.changed(message)
-        else:
-            await self.convergence.handle(message, delivery)
+        """Handle one engine message, riding out a database outage: the message stays
+        with this engine (unacknowledged) while it waits for the database, then is
+        handled again. Only `store_retries` failures with the database reachable
+        count as a failed delivery."""
+        for attempt in itertools.count(1):
+            try:
+                if isinstance(message, ResourceObserved):
+                    await self.observing.handle(message)
+                elif isinstance(message, ResourceChanged):
+                    await self.observing.changed(message)
+                else:
+                    await self.convergence.handle(message, delivery)
+                return
+            except StoreUnavailable as exc:
+                if attempt > self._store_retries:
+                    raise
+                log.warning("store_unavailable_handling", error=str(exc), attempt=attempt)
+                await self._store_back()
+
+    async def _store_back(self, *, first: float = 0.1, cap: float = 2.0) -> None:
+        """Return once the database answers again (pausing longer while it does not)."""
+        pause = first
+        while not await self.store.ping():
+            await asyncio.sleep(pause)
+            pause = min(cap, pause * 2)
 
     async def start(self) -> None:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
-        self._supervisor.spawn("outbox-relay", self.outbox.relay_forever())
+        self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor())
         self._supervisor.spawn("timeouts", self._timeouts())
         self._supervisor.spawn("observation-rounds", self._observation_rounds())
@@ -195,4 +230,5 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
         DEFAULT_LIMITS,
         max_template_bytes=settings.max_template_bytes,
         max_resources=settings.max_resources_per_stack,
+        max_nested_depth=settings.max_nested_depth,
     )

@@ -15,6 +15,7 @@ third copy is created, and its dependents move back to it.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +37,7 @@ from services.engine.core.model import (
 from services.engine.core.model import resource_of as row_of
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
+from services.engine.nested.answer import Answers
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import StackDefinition
 from shared.errors import ConflictError
@@ -55,8 +57,10 @@ async def begin_traversal(
     fx: Effects,
     existing: list[ResourceRow],
     reason: str = "",
+    answers: Answers | None = None,
 ) -> TraversalId:
-    """`existing` are the stack's rows from `Tx.claim_resources` in this transaction."""
+    """`existing` are the stack's rows from `Tx.claim_resources` in this transaction;
+    `answers` answers a parent's job when the operation ends at once (a child stack)."""
     traversal = TraversalId(uuid.uuid4())
     if action is Action.ROLLBACK:
         existing = await _restore_originals(tx, existing, template_id)
@@ -77,6 +81,9 @@ async def begin_traversal(
     )
     reason = reason or f"Stack {action.value} started"
     await _launch(tx, stack, traversal, graph, template_id, stack.current_template_id, action, reason, fx)
+    if not graph and answers is not None:
+        done = Status.COMPLETE
+        await answers.stack_ended(tx, _as(stack, action), done, _done(action), fx, definition=definition)
     return traversal
 
 
@@ -84,7 +91,13 @@ STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME})
 
 
 async def begin_stack_action(
-    tx: Tx, stack: StackRow, *, action: Action, fx: Effects, existing: list[ResourceRow]
+    tx: Tx,
+    stack: StackRow,
+    *,
+    action: Action,
+    fx: Effects,
+    existing: list[ResourceRow],
+    answers: Answers | None = None,
 ) -> TraversalId:
     """Start a check, suspend or resume: a traversal over the current resources that
     leaves the template as it is; each node runs `action` on its resource."""
@@ -96,6 +109,8 @@ async def begin_stack_action(
     reason = f"Stack {action.value} started"
     template, previous = stack.current_template_id, stack.previous_template_id
     await _launch(tx, stack, traversal, graph, template, previous, action, reason, fx)
+    if not graph and answers is not None:
+        await answers.stack_ended(tx, _as(stack, action), Status.COMPLETE, _done(action), fx)
     return traversal
 
 
@@ -125,7 +140,7 @@ async def _launch(
     for node in leaves(graph):
         fx.check(stack.stack_id, traversal, node, row_of(node))
     if not graph:
-        done = f"Stack {action.value} completed successfully"
+        done = _done(action)
         await tx.set_stack_status(
             stack.stack_id, traversal, Status.COMPLETE, done, deleted=action is Action.DELETE
         )
@@ -137,6 +152,15 @@ async def _launch(
         traversal_id=str(traversal),
         nodes=len(graph),
     )
+
+
+def _done(action: Action) -> str:
+    return f"Stack {action.value} completed successfully"
+
+
+def _as(stack: StackRow, action: Action) -> StackRow:
+    """`stack` as its row now is: running `action`."""
+    return dataclasses.replace(stack, action=action)
 
 
 async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: TemplateId) -> list[ResourceRow]:
@@ -170,15 +194,20 @@ async def fail_or_roll_back(
     *,
     definitions: DefinitionCache,
     force_rollback: bool = False,
+    answers: Answers | None = None,
 ) -> None:
     """The operation of `traversal` failed: roll back to the previous template,
-    unless rollback is disabled (or this was a rollback or delete already)."""
+    unless rollback is disabled (or this was a rollback or delete already). A
+    child stack answers its parent's job once no rollback follows (or when the
+    rollback ends)."""
     if not await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
         return  # a newer operation took over
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
     log.info("stack_failed", action=stack.action.value, reason=reason)
     rollable = stack.action in (Action.CREATE, Action.UPDATE)
     if not rollable or (stack.disable_rollback and not force_rollback):
+        if answers is not None:
+            await answers.stack_ended(tx, stack, Status.FAILED, reason, fx)
         return
     target = stack.previous_template_id
     if target is None:
@@ -194,4 +223,5 @@ async def fail_or_roll_back(
         fx=fx,
         existing=await tx.claim_resources(stack.stack_id),
         reason=f"Rolling back: {reason}",
+        answers=answers,
     )

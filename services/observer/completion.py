@@ -82,14 +82,7 @@ async def watch(
     pause = policy.first
     while True:
         try:
-            observation = await call_with_retry(
-                lambda: plugin.observe(ctx, physical_id, props),
-                deadline=job.deadline,
-                clock=runtime.clock,
-                sleep=runtime.sleep,
-                random=runtime.random,
-                log=log,
-            )
+            observation = await _observe(plugin, ctx, job, physical_id, props, runtime=runtime, log=log)
         except (TransientError, PermanentError) as exc:
             return _result(job, JobOutcome.FAILED, None, f"Resource {heat_action} failed: {exc}")
         settled = settle(job.action, observation)
@@ -117,15 +110,29 @@ async def look(request: ObserveResource, *, runtime: PluginRuntime, log: Any) ->
     ctx = action_context(job, runtime, log)
     try:
         props = validate_properties(cls.properties, job.properties, "properties")
-        observation = await call_with_retry(
-            lambda: plugin.observe(ctx, physical_id, props),
-            deadline=job.deadline,
-            clock=runtime.clock,
-            sleep=runtime.sleep,
-            random=runtime.random,
-            log=log,
-        )
+        observation = await _observe(plugin, ctx, job, physical_id, props, runtime=runtime, log=log)
     except (TransientError, PermanentError) as exc:
         log.warning("cannot_observe", reason=str(exc))
         return None
     return ResourceObserved.of(request, observation)
+
+
+async def _observe(
+    plugin: ResourceType,
+    ctx: Any,
+    job: ResourceJob,
+    physical_id: str,
+    props: Any,
+    *,
+    runtime: PluginRuntime,
+    log: Any,
+) -> Observation:
+    """One `observe` call, retried on transient errors until the job's deadline."""
+    return await call_with_retry(
+        lambda: plugin.observe(ctx, physical_id, props),
+        deadline=job.deadline,
+        clock=runtime.clock,
+        sleep=runtime.sleep,
+        random=runtime.random,
+        log=log,
+    )

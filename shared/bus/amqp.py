@@ -17,6 +17,7 @@ come back, within `publish_timeout`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,9 @@ ERROR_HEADER = "x-converge-error"
 # error can be reported. A constant, not a setting: queue arguments must be
 # identical for every service that declares the queue.
 POISON_DELIVERY_LIMIT = 20
+# Starting a consumer: how often to try, and how long one try may take.
+CONSUME_ATTEMPTS = 8
+CONSUME_ATTEMPT_SECONDS = 15.0
 _RETRYABLE = (
     aiormq.exceptions.AMQPConnectionError,
     aiormq.exceptions.ChannelInvalidStateError,
@@ -197,21 +201,52 @@ class AmqpBus:
 
     # -- consuming -----------------------------------------------------------
 
-    async def consume(self, queue: str, handler: Handler, *, prefetch: int, codec: Codec) -> AmqpSubscription:
-        try:
-            channel = await self._connection.channel()
-            await channel.set_qos(prefetch_count=prefetch)
-            amqp_queue = await self._declare(channel, queue)
-        except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
-            raise BusError(f"cannot consume {queue}: {exc}") from exc
-        sub = AmqpSubscription(self, queue, channel, amqp_queue, handler, codec)
-        await sub.start()
-        return sub
+    async def consume(
+        self,
+        queue: str,
+        handler: Handler,
+        *,
+        prefetch: int,
+        codec: Codec,
+        attempts: int = CONSUME_ATTEMPTS,
+    ) -> AmqpSubscription:
+        """Start consuming `queue`. A broker error while starting is retried with a
+        pause (up to `attempts` tries, each bounded): RabbitMQ may answer a consume
+        of a quorum queue another process has just declared with INTERNAL_ERROR
+        (its replica not started yet) and close the connection, which then
+        reconnects."""
+        for attempt in range(1, attempts + 1):
+            channel: AbstractChannel | None = None
+            try:
+                async with asyncio.timeout(CONSUME_ATTEMPT_SECONDS):
+                    await self._connection.connected.wait()
+                    channel = await self._connection.channel()
+                    await channel.set_qos(prefetch_count=prefetch)
+                    amqp_queue = await self._declare(channel, queue)
+                    sub = AmqpSubscription(self, queue, channel, amqp_queue, handler, codec)
+                    await sub.start()
+                    return sub
+            except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
+                if channel is not None and not channel.is_closed:
+                    with contextlib.suppress(*_RETRYABLE, aiormq.exceptions.AMQPError):
+                        await channel.close()
+                if attempt == attempts:
+                    raise BusError(f"cannot consume {queue}: {exc!r}") from exc
+                log.warning("consume_retry", queue=queue, attempt=attempt, error=repr(exc))
+                await asyncio.sleep(min(2.0, 0.2 * 2**attempt))
+        raise AssertionError("unreachable")
 
     async def _dead_letter(self, queue: str, body: bytes, error: str) -> None:
         await self._publish(self._dlx_name, queue, body, headers={ERROR_HEADER: error[:4000]})
 
-    async def dead_letters(self, queue: str, *, limit: int = 100) -> list[DeadLetter]:
+    async def dead_letters(self, queue: str, *, limit: int = 100, wait: float = 30.0) -> list[DeadLetter]:
+        """Take up to `limit` dead letters of `queue` (waiting up to `wait` seconds
+        for the connection if it is being re-established)."""
+        try:
+            async with asyncio.timeout(wait):
+                await self._connection.connected.wait()
+        except TimeoutError as exc:
+            raise BusError(f"cannot read the dead letters of {queue}: not connected") from exc
         channel = await self._connection.channel()
         try:
             await self._declare(channel, queue)

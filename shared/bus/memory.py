@@ -4,7 +4,8 @@ Used by `converge up` (every service in one process) and by deterministic
 protocol tests. Optional `Chaos` reorders, delays and duplicates deliveries
 from a seed, so one scenario can be replayed under many delivery orders.
 `MemorySubscription.kill()` drops a consumer abruptly (its unacknowledged
-messages return to the queue), standing in for a crashed process.
+messages return to the queue, and its handlers still unwinding can no longer
+acknowledge anything), standing in for a crashed process.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class MemorySubscription:
         self._slots = asyncio.Semaphore(prefetch)
         self._inflight: dict[asyncio.Task[None], _Envelope] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        self._killed = False
 
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._run(), name=f"consume:{self._name}")
@@ -160,6 +162,8 @@ class MemorySubscription:
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
         )
+        if self._killed:  # a dead consumer's connection is gone: kill() returned the message
+            return
         await self._bus._settle(self._name, envelope, verdict.action, verdict.error)
 
     async def _stop_taking(self) -> None:
@@ -176,6 +180,7 @@ class MemorySubscription:
 
     async def kill(self) -> None:
         """Crash: abandon in-flight handlers; their messages return unacked."""
+        self._killed = True
         await self._stop_taking()
         abandoned = list(self._inflight.items())
         for task, _ in abandoned:

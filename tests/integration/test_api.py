@@ -7,12 +7,18 @@ engine, worker and observer (in-process bus), python-heatclient unmodified.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
+import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
+from services.engine.core.model import StackId
+from services.engine.template import DEFAULT_LIMITS
 from tests.support.convergence import Converge, converge
 
 pytestmark = pytest.mark.integration
@@ -72,6 +78,8 @@ async def test_another_projects_stack_is_not_found_on_every_route(api: tuple[Con
         "/files",
         "/resources/test/events",
         "/observation",
+        "/graph",
+        "/stream",
     ]
     changing = [
         ("POST", "/actions"),
@@ -215,3 +223,42 @@ def wait_for(hc: Any, stack_id: str, wanted: str, timeout: float = 30) -> None:
         assert not status.endswith("FAILED"), status
         time.sleep(0.05)
     raise AssertionError(f"stack never reached {wanted}")
+
+
+def big_template(resources: int) -> dict[str, Any]:
+    """A template of `resources` OS::Heat::None resources with long descriptions (~1.5 MiB as JSON)."""
+    padding = "x" * 1500
+    return {
+        "heat_template_version": "2016-10-14",
+        "resources": {
+            f"r{i}": {"type": "OS::Heat::None", "metadata": {"padding": padding}} for i in range(resources)
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("max_template_bytes", "expected"), [(DEFAULT_LIMITS.max_template_bytes, 400), (4 * 1024 * 1024, 201)]
+)
+async def test_the_api_checks_templates_against_the_deployments_limit_not_the_default(
+    database_url: str, max_template_bytes: int, expected: int
+) -> None:
+    limits = dataclasses.replace(DEFAULT_LIMITS, max_template_bytes=max_template_bytes)
+    template = big_template(1000)
+    assert len(json.dumps(template)) > DEFAULT_LIMITS.max_template_bytes
+    async with (
+        converge(database_url, seed=0, duplicate_rate=0.0, limits=limits) as cv,
+        cv.http(TOKENS) as base,
+    ):
+        payload = io.BytesIO(json.dumps({"stack_name": "big", "template": template}).encode())
+        headers = {"X-Auth-Token": "t1", "Content-Type": "application/json"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{base}/v1/p1/stacks", data=payload, headers=headers) as response,
+        ):
+            status, body = response.status, await response.json()
+        assert status == expected, body
+        if expected == 400:
+            assert "template" in body["error"]["message"].lower(), body
+        else:
+            stack_id = StackId(uuid.UUID(body["stack"]["id"]))
+            assert (await cv.settled(stack_id, timeout=120))[:2] == ("CREATE", "COMPLETE")

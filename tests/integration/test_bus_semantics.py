@@ -14,9 +14,12 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 
+import aio_pika
 import pytest
+import structlog.testing
 
 from shared.bus import Delivery
+from shared.bus.amqp import AmqpBus
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.errors import BusError
 from shared.messages import Message
@@ -279,3 +282,41 @@ async def test_an_abandoned_message_is_requeued_and_never_counts_as_a_failure(ki
     await sub.stop()
     assert await bus.dead_letters("q") == []
     assert await bus.depth("q") == 0
+
+
+async def test_a_consumer_that_the_broker_refuses_at_start_retries_until_it_can(amqp_kit: BusKit) -> None:
+    # The queue exists with other arguments, so declaring it (a quorum queue) fails
+    # with a channel error, as a consume of a just-declared quorum queue can fail.
+    kit = amqp_kit
+    connection = await aio_pika.connect_robust(kit.amqp_url)
+    try:
+        channel = await connection.channel()
+        await channel.declare_queue(f"{kit.prefix}.q", durable=True)
+        bus = await kit.connect("retrying")
+        handler = Recorder()
+        with structlog.testing.capture_logs() as logs:
+            starting = asyncio.create_task(bus.consume("q", handler, prefetch=1, codec=CODEC))
+            await eventually(lambda: any(e["event"] == "consume_retry" for e in logs))
+            assert not starting.done(), "still trying, not given up"
+            await channel.queue_delete(f"{kit.prefix}.q")
+            sub = await asyncio.wait_for(starting, timeout=60)
+        await bus.publish("q", Ping(n=1))
+        await eventually(lambda: [n for n, _ in handler.seen] == [1])
+        await sub.stop()
+    finally:
+        await connection.close()
+
+
+async def test_a_consumer_gives_up_with_a_bus_error_after_its_attempts(amqp_kit: BusKit) -> None:
+    kit = amqp_kit
+    connection = await aio_pika.connect_robust(kit.amqp_url)
+    try:
+        channel = await connection.channel()
+        await channel.declare_queue(f"{kit.prefix}.q", durable=True)
+        bus = await kit.connect("giving-up")
+        assert isinstance(bus, AmqpBus)
+        with pytest.raises(BusError, match="cannot consume q"):
+            await bus.consume("q", Recorder(), prefetch=1, codec=CODEC, attempts=2)
+        await channel.queue_delete(f"{kit.prefix}.q")
+    finally:
+        await connection.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,57 +19,15 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.engine.definitions import DefinitionCache
-from services.engine.operations import Goal, Operations
-from services.engine.outbox import Outbox
-from services.engine.store import Store, connect
-from shared.bus.amqp import AmqpBus
-from shared.plugins.registry import load_types
+from services.engine.operations import Goal
 from tests.support import rabbit
 from tests.support.fake_rest_api import FakeApi, serve
-from tests.support.ports import free_port
-from tests.support.processes import ServiceProcess
+from tests.support.service_cluster import Driver, ServiceCluster, layered_template
+from tests.support.service_cluster import check_world as check_layers
 
 pytestmark = pytest.mark.integration
 
 WIDTH, LAYERS = 20, 10  # 200 resources
-
-
-class Cluster:
-    def __init__(self, database_url: str, amqp_url: str, prefix: str) -> None:
-        common = {
-            "CONVERGE_AMQP_URL": amqp_url,
-            "CONVERGE_QUEUE_PREFIX": prefix,
-            "CONVERGE_DRAIN_SECONDS": "5",
-        }
-        plugins = {"CONVERGE_HTTP_ALLOWED_HOSTS": "127.0.0.1"}
-        self.specs: dict[str, tuple[list[str], dict[str, str]]] = {
-            "engine-a": (["converge-engine"], {**common, "CONVERGE_DATABASE_URL": database_url}),
-            "engine-b": (["converge-engine"], {**common, "CONVERGE_DATABASE_URL": database_url}),
-            "worker-a": (["converge-worker"], {**common, **plugins}),
-            "worker-b": (["converge-worker"], {**common, **plugins}),
-            "observer": (["converge-observer"], {**common, **plugins}),
-        }
-        self.running: dict[str, ServiceProcess] = {}
-        self.kills = 0
-
-    async def start(self, name: str) -> None:
-        argv, env = self.specs[name]
-        port_var = "CONVERGE_API_PORT" if argv[0] == "converge-engine" else "CONVERGE_HEALTH_PORT"
-        process = await ServiceProcess(argv, {**env, port_var: str(free_port())}).start()
-        await process.wait_for_event("ready", timeout=300)
-        self.running[name] = process
-
-    async def kill_and_restart(self, name: str) -> None:
-        process = self.running[name]
-        process.signal(signal.SIGKILL)
-        await process.wait()
-        self.kills += 1
-        await self.start(name)
-
-    async def stop(self) -> None:
-        for process in self.running.values():
-            await process.stop()
 
 
 @pytest.fixture
@@ -79,32 +36,7 @@ async def api() -> AsyncIterator[FakeApi]:
         yield running
 
 
-def template(api: FakeApi, generation: int) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    for i in range(WIDTH * LAYERS):
-        layer, position = divmod(i, WIDTH)
-        body: dict[str, Any] = {"_name": f"r{i}", "generation": generation}
-        if layer:
-            body["parent"] = {"get_attr": [f"r{(layer - 1) * WIDTH + position}", "id"]}
-        properties: dict[str, Any] = {"url": f"{api.base}/things", "body": body}
-        if i % 5 == 0:
-            properties["status_field"] = "status"  # finished by the observer
-        resources[f"r{i}"] = {"type": "Converge::HTTP::Resource", "properties": properties}
-    return {"heat_template_version": "2018-08-31", "resources": resources}
-
-
-async def settled(pool: asyncpg.Pool, stack_id: uuid.UUID, timeout: float = 600) -> tuple[str, str, str]:
-    async with asyncio.timeout(timeout):
-        while True:
-            row = await pool.fetchrow(
-                "SELECT action, status, status_reason FROM stacks WHERE stack_id = $1", stack_id
-            )
-            if row["status"] != "IN_PROGRESS":
-                return row["action"], row["status"], row["status_reason"]
-            await asyncio.sleep(0.1)
-
-
-async def chaos(cluster: Cluster, rng: random.Random, pool: asyncpg.Pool, stack_id: uuid.UUID) -> None:
+async def chaos(cluster: ServiceCluster, rng: random.Random, pool: asyncpg.Pool, stack_id: uuid.UUID) -> None:
     """Kill a random process at random moments until the operation ends."""
     while True:
         await asyncio.sleep(rng.uniform(0.2, 1.0))
@@ -114,16 +46,12 @@ async def chaos(cluster: Cluster, rng: random.Random, pool: asyncpg.Pool, stack_
         await cluster.kill_and_restart(rng.choice(sorted(cluster.specs)))
 
 
+def template(api: FakeApi, generation: int) -> dict[str, Any]:
+    return layered_template(api, width=WIDTH, layers=LAYERS, generation=generation)
+
+
 def check_world(api: FakeApi, generation: int) -> None:
-    items = list(api.items.values())
-    names = sorted(item["_name"] for item in items)
-    assert names == sorted(f"r{i}" for i in range(WIDTH * LAYERS)), (
-        "exactly one real resource per template resource"
-    )
-    by_name = {item["_name"]: item for item in items}
-    for i in range(WIDTH, WIDTH * LAYERS):
-        assert by_name[f"r{i}"]["parent"] == by_name[f"r{i - WIDTH}"]["id"]
-    assert all(item["generation"] == generation for item in items)
+    check_layers(api, width=WIDTH, layers=LAYERS, generation=generation)
 
 
 @pytest.mark.timeout(900)
@@ -132,33 +60,26 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
     seed: int, database_url: str, amqp_url: str, queue_prefix: str, api: FakeApi
 ) -> None:
     rng = random.Random(seed)
-    cluster = Cluster(database_url, amqp_url, queue_prefix)
-    pool = await connect(database_url, size=2)
-    bus = await AmqpBus.connect(amqp_url, prefix=queue_prefix, connection_name=f"{queue_prefix}:test")
+    cluster = ServiceCluster(database_url=database_url, amqp_url=amqp_url, prefix=queue_prefix)
+    driver = await Driver.open(database_url, amqp_url, queue_prefix)
+    pool, ops, settled = driver.pool, driver.operations, driver.settled
     try:
-        await asyncio.gather(*(cluster.start(name) for name in cluster.specs))
-        types = load_types()
-        ops = Operations(
-            store=Store(pool),
-            outbox=Outbox(pool=pool, bus=bus),
-            definitions=DefinitionCache(types=types),
-            types=types,
-        )
+        await cluster.start_all()
         stack = await ops.create(project_id="p", name="big", goal=Goal(template(api, 1)))
         await chaos(cluster, rng, pool, stack)
-        assert await settled(pool, stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
+        assert await settled(stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
         check_world(api, 1)
         assert len(api.created) == WIDTH * LAYERS, "no real resource was created twice"
 
         await ops.update(stack, Goal(template(api, 2)))
         await chaos(cluster, rng, pool, stack)
-        assert (await settled(pool, stack))[:2] == ("UPDATE", "COMPLETE")
+        assert (await settled(stack))[:2] == ("UPDATE", "COMPLETE")
         check_world(api, 2)
         assert len(api.created) == WIDTH * LAYERS, "updates apply in place, nothing re-created"
 
         await ops.delete(stack)
         await chaos(cluster, rng, pool, stack)
-        assert (await settled(pool, stack))[:2] == ("DELETE", "COMPLETE")
+        assert (await settled(stack))[:2] == ("DELETE", "COMPLETE")
         assert api.items == {}, "nothing leaked"
         assert cluster.kills >= 3
         stack_events = await pool.fetch(
@@ -176,13 +97,14 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
         ], "every stack event once, in order"
     finally:
         await cluster.stop()
-        await bus.close()
-        await pool.close()
+        await driver.close()
 
 
-async def all_connected(name_contains: str, count: int) -> None:
+async def all_connected(cluster: ServiceCluster, name_contains: str, count: int) -> None:
+    """Wait (bounded) until `count` broker connections match; fail at once if a service died."""
     async with asyncio.timeout(300):
         while True:
+            assert not cluster.exited(), f"services died: {cluster.exited()}\n{cluster.output()}"
             listing = await asyncio.to_thread(rabbit.rabbitmqctl, "list_connections", "client_properties")
             if sum(name_contains in line for line in listing.splitlines()) >= count:
                 return
@@ -193,21 +115,16 @@ async def all_connected(name_contains: str, count: int) -> None:
 async def test_dropping_every_broker_and_database_connection_mid_operation_loses_nothing(
     database_url: str, amqp_url: str, queue_prefix: str, api: FakeApi
 ) -> None:
-    cluster = Cluster(database_url, amqp_url, queue_prefix)
-    pool = await connect(database_url, size=2)
-    bus = await AmqpBus.connect(amqp_url, prefix=queue_prefix, connection_name="test-driver")
+    cluster = ServiceCluster(database_url=database_url, amqp_url=amqp_url, prefix=queue_prefix)
+    # The driver's own connection is not one of the services' (it is not dropped).
+    driver = await Driver.open(database_url, amqp_url, queue_prefix, connection_name="test-driver")
+    pool, ops, settled = driver.pool, driver.operations, driver.settled
     try:
-        await asyncio.gather(*(cluster.start(name) for name in cluster.specs))
-        types = load_types()
-        ops = Operations(
-            store=Store(pool),
-            outbox=Outbox(pool=pool, bus=bus),
-            definitions=DefinitionCache(types=types),
-            types=types,
-        )
+        await cluster.start_all()
         stack = await ops.create(project_id="p", name="big", goal=Goal(template(api, 1)))
         for _ in range(3):
-            await all_connected(f"{queue_prefix}:", 5)  # the services reconnected after the last drop
+            # The services reconnected after the last drop.
+            await all_connected(cluster, f"{queue_prefix}:", 5)
             closed = await asyncio.to_thread(rabbit.close_connections, f"{queue_prefix}:")
             dropped = await pool.fetchval(
                 """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -215,7 +132,7 @@ async def test_dropping_every_broker_and_database_connection_mid_operation_loses
             )
             assert closed == 5
             assert dropped >= 1
-        assert await settled(pool, stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
+        assert await settled(stack) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
         check_world(api, 1)
         assert len(api.created) == WIDTH * LAYERS, "no real resource was created twice"
         assert all(
@@ -223,5 +140,4 @@ async def test_dropping_every_broker_and_database_connection_mid_operation_loses
         ), "every service reconnected instead of dying"
     finally:
         await cluster.stop()
-        await bus.close()
-        await pool.close()
+        await driver.close()

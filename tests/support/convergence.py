@@ -4,6 +4,12 @@ Real: PostgreSQL (a fresh, migrated database per scenario), the engine's
 convergence code, the worker, the plugins. The bus is the in-process one,
 with a seeded shuffle of delivery order and duplicated deliveries, so a
 scenario replays under many interleavings; the "cloud" is a `World`.
+
+With a `CrashPlan` two engines consume, and the plan (seeded) decides where
+they crash (tests/support/crashes.py): between two steps of a handler, each
+crashed engine replaced by a fresh one on the same database. Operations then
+go through an engine of their own that consumes nothing and never crashes,
+as a test process's API client would reach a surviving engine.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
+from services.engine.template import DEFAULT_LIMITS, TemplateLimits
 from services.observer.completion import PollPolicy
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
@@ -34,7 +41,9 @@ from shared.health import Readiness, health_routes, start_http
 from shared.host import abandon_resumable, start_consuming
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
+from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
 from shared.tasks import Supervisor
+from tests.support.crashes import CrashingEngines, CrashPlan
 from tests.support.ports import free_port
 from tests.support.world import World, thing_type
 
@@ -46,6 +55,19 @@ class Converge:
     pool: asyncpg.Pool
     api_port: int = 0
     project: str = "p1"
+    engines: CrashingEngines | None = None  # crash mode: the consuming engines
+
+    @property
+    def crashes(self) -> list[str]:
+        """Where each injected engine crash happened (crash mode)."""
+        return list(self.engines.crashes) if self.engines is not None else []
+
+    async def dead_letters(self) -> list[str]:
+        """Every queue's dead letters, as `queue: error` (none = no message was given up on)."""
+        letters = []
+        for queue in (ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE):
+            letters += [f"{d.queue}: {d.error}" for d in await self.engine.bus.dead_letters(queue)]
+        return letters
 
     async def create(
         self,
@@ -121,7 +143,13 @@ class Converge:
 
 @contextlib.asynccontextmanager
 async def converge(
-    database_url: str, *, seed: int, duplicate_rate: float = 0.2, stall_seconds: float = 300.0
+    database_url: str,
+    *,
+    seed: int,
+    duplicate_rate: float = 0.2,
+    stall_seconds: float = 300.0,
+    crashes: CrashPlan | None = None,
+    limits: TemplateLimits = DEFAULT_LIMITS,
 ) -> AsyncIterator[Converge]:
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
@@ -137,8 +165,18 @@ async def converge(
         engine_id=uuid.uuid4(),
         supervisor=supervisor,
         stall_seconds=stall_seconds,
+        limits=limits,
     )
-    await engine.start()
+    engines: CrashingEngines | None = None
+    if crashes is not None:
+        # Relay quickly: a crash between commit and publish leaves outbox rows behind.
+        options = {"stall_seconds": stall_seconds, "outbox_stale_seconds": 1.0, "relay_seconds": 0.1}
+        engines = CrashingEngines(
+            database_url=database_url, bus=bus, types=types, plan=crashes, engine_options=options
+        )
+        await engines.start()
+    else:
+        await engine.start()
     api_port = free_port()
     worker = WorkerService(
         bus=bus,
@@ -153,15 +191,22 @@ async def converge(
         metrics=ObserverMetrics(CollectorRegistry()),
         policy=PollPolicy(first=0.02, factor=1.5, cap=0.2),
     )
-    consumptions = [*engine.consumptions(), *worker.consumptions(), *observer.consumptions()]
-    subs = await start_consuming(bus, consumptions)
+    consuming = [*worker.consumptions(), *observer.consumptions()]
+    if engines is None:
+        consuming = [*engine.consumptions(), *consuming]
+    subs = await start_consuming(bus, consuming)
     try:
-        yield Converge(engine, world, pool, api_port)
+        yield Converge(engine, world, pool, api_port, engines=engines)
     finally:
-        abandon_resumable(consumptions)
+        abandon_resumable(consuming)
+        if engines is not None:
+            await engines.settle_crashes()
+            await engines.stop_consuming()
         for sub in subs:
             await sub.stop()
         await supervisor.stop()
+        if engines is not None:
+            await engines.stop()
         await engine.stop()
         await bus.close()
         await pool.close()

@@ -61,12 +61,16 @@ class ServiceProcess:
         def found() -> dict[str, Any] | None:
             return next((e for e in self.events if e.get("event") == name), None)
 
-        async with asyncio.timeout(timeout), self._changed:
-            while (event := found()) is None:
-                if self.process is not None and self.process.returncode is not None:
-                    raise AssertionError(f"{self.argv[0]} exited before {name!r}:\n" + self.output())
-                await self._changed.wait()
-            return event
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                while (event := found()) is None:
+                    if self.process is not None and self.process.returncode is not None:
+                        raise AssertionError(f"{self.argv[0]} exited before {name!r}:\n" + self.output())
+                    await self._changed.wait()
+                return event
+        except TimeoutError:
+            message = f"{self.argv[0]} logged no {name!r} in {timeout} s:\n"
+            raise AssertionError(message + self.output()) from None
 
     def output(self) -> str:
         return "\n".join(self.lines[-60:])

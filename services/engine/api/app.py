@@ -1,9 +1,10 @@
 """Builds the engine's aiohttp application from its parts.
 
 Health and metrics routes are always there; the Heat v1 API joins when its
-dependencies are given (and the sandbox and dashboard as their issues land),
-so `converge up` serves every endpoint on the one API port. Middlewares run
-outermost first: Heat-shaped errors, then authentication.
+dependencies are given, with the dashboard's static files (`/`,
+`/dashboard/...`, whose data calls are ordinary `/v1` calls), so `converge up`
+serves every endpoint on the one API port. Middlewares run outermost first:
+Heat-shaped errors, then authentication.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from aiohttp.typedefs import Middleware
 
 from services.engine.api.auth import Tokens, auth_middleware
 from services.engine.api.catalog import CatalogRoutes
+from services.engine.api.dashboard import dashboard_routes
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import error_middleware, not_found, unauthorized
+from services.engine.api.live import on_shutdown_close_streams
 from services.engine.api.openapi import openapi_route
 from services.engine.api.stacks import StackRoutes
 
@@ -32,9 +35,11 @@ def build_app(
         middlewares.append(
             auth_middleware(tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized)
         )
-        all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes()
+        all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes() + dashboard_routes()
     # A body holds a template, an environment and files: room for twice the template limit.
     max_body = max(MAX_BODY_BYTES, 2 * api.limits.max_template_bytes + 64 * 1024) if api else MAX_BODY_BYTES
     app = web.Application(client_max_size=max_body, middlewares=middlewares)
     app.add_routes(all_routes)
+    if api is not None:
+        on_shutdown_close_streams(app)
     return app

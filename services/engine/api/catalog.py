@@ -155,13 +155,13 @@ class CatalogRoutes:
 
     async def validate(self, request: web.Request) -> web.Response:
         body = await parse_body(request, StackBody)
-        template = body.template_document()
+        template = body.template_document(self._d.limits)
         if template is None:
             raise web.HTTPBadRequest(text="a template is required")
         return json_response(
             validate_response(
                 template,
-                environment=body.environment_document(),
+                environment=body.environment_document(self._d.limits),
                 parameters=body.parameters,
                 files=body.files,
                 types=self._d.types,

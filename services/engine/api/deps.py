@@ -44,6 +44,14 @@ class ApiDeps:
     limits: TemplateLimits = DEFAULT_LIMITS
     quotas: Quotas = DEFAULT_QUOTAS
 
+    async def current_definition(self, stack: StackView) -> StackDefinition | None:
+        """The stack's current definition (cached by template), or None before it has one."""
+        async with self.store.transaction() as tx:
+            row = await tx.stack(StackId(stack.stack_id))
+            if row is None or row.current_template_id is None:
+                return None
+            return await self.definitions.get(tx, row, row.current_template_id)
+
     async def definition_and_outputs(
         self, stack: StackView
     ) -> tuple[StackDefinition | None, dict[str, OutputValue]]:

@@ -123,6 +123,10 @@ _STACK_LIST_QUERY = (
     _query("id", {"type": "string", "format": "uuid"}, "Only the stack with this id (repeatable)."),
     _bool_query("global_tenant", "Admins only: list every project's stacks."),
     _bool_query("show_deleted", "Include deleted stacks."),
+    _bool_query(
+        "with_resource_counts",
+        "Converge extension: give each stack resource_counts, its resources counted by status.",
+    ),
 )
 _EVENT_QUERY = (*_PAGING, _query("resource_name", {"type": "string"}, "Only this resource's events."))
 _LINKS = {"type": "array", "items": _object({"href": {"type": "string"}, "rel": {"type": "string"}})}
@@ -150,6 +154,37 @@ _OBSERVATION = _object(
                 }
             ),
         },
+    }
+)
+_GRAPH = _object(
+    {
+        "graph": _object(
+            {
+                "stack": _STACK_VIEW,
+                "cursor": {"type": "integer", "description": "Stream from here: .../stream?after=cursor."},
+                "nodes": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "name": {"type": "string"},
+                            "type": {"type": "string"},
+                            "action": {"type": "string"},
+                            "status": {"type": "string"},
+                            "status_reason": {"type": "string"},
+                            "physical_resource_id": {"type": "string"},
+                            "replaced": {"type": "boolean"},
+                            "drifted": {"type": "boolean"},
+                        }
+                    ),
+                },
+                "edges": {
+                    "type": "array",
+                    "items": _object({"from": {"type": "string"}, "to": {"type": "string"}}),
+                    "description": "One per dependency: `to` requires `from`.",
+                },
+            },
+            required=("nodes", "edges", "cursor"),
+        )
     }
 )
 _ABANDON_DATA = _object(
@@ -245,6 +280,21 @@ def _service_paths() -> Json:
         "/readyz": ready,
         "/metrics": plain("Prometheus metrics", "Text exposition format.", "text/plain"),
         "/openapi.json": plain("This document", "The OpenAPI document."),
+        "/": plain("The web dashboard's page (no data; it signs in with a token)", "HTML.", "text/html"),
+        "/dashboard/{file}": {
+            "get": {
+                **_operation(
+                    "A file of the web dashboard (HTML, CSS, JavaScript modules)",
+                    {
+                        "200": {"description": "The file.", "content": {"*/*": {"schema": {}}}},
+                        "404": _ref("responses", "Error404"),
+                    },
+                    tag="service",
+                    v1=False,
+                ),
+                "parameters": [_path_param("file", "A file name, e.g. app.js.")],
+            }
+        },
     }
 
 
@@ -384,6 +434,28 @@ def _stack_paths() -> Json:
             "Observation of the stack: settings, last round, and the drift that exists now",
             _object({"observation": _OBSERVATION}),
         ),
+        f"{one}/graph": get(
+            "Converge extension: the stack's resources as a dependency graph, for the dashboard",
+            _GRAPH,
+        ),
+        f"{one}/stream": {
+            "get": _operation(
+                "Converge extension: the stack's events as they happen (server-sent events)",
+                {
+                    "200": {
+                        "description": "text/event-stream of `event: events` messages, each with `id:` "
+                        'the last event\'s cursor and data {"stack": {stack_status, stack_status_reason}, '
+                        '"events": [...]}; `event: gone` when the stack is deleted. Resume with '
+                        "Last-Event-ID or ?after.",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    }
+                },
+                params=_STACK,
+                query=(
+                    _query("after", {"type": "integer", "minimum": 0}, "Send the events after this cursor."),
+                ),
+            )
+        },
         f"{one}/abandon": {
             "delete": _operation(
                 "Abandon a stack: forget it, leaving its resources; returns the data adopt needs",
@@ -462,7 +534,10 @@ def openapi_document() -> Json:
             "description": "OpenStack Heat v1 compatible orchestration API, plus health and metrics.",
         },
         "tags": [
-            {"name": "service", "description": "Health, readiness, metrics and this document."},
+            {
+                "name": "service",
+                "description": "Health, readiness, metrics, this document and the web dashboard.",
+            },
             {"name": "stacks", "description": "Stacks, their resources, events and outputs."},
             {"name": "catalog", "description": "Resource types, template versions, validation."},
         ],

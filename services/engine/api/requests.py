@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.engine.template import DEFAULT_LIMITS
+from services.engine.template import DEFAULT_LIMITS, TemplateLimits
 from services.engine.template.loader import DocumentError, load_document
 from shared.errors import InvalidInput
 
@@ -40,11 +40,11 @@ class StackBody(BaseModel):
     existing: bool = False
     adopt_stack_data: dict[str, Any] | str | None = None
 
-    def adoption(self) -> AdoptData | None:
+    def adoption(self, limits: TemplateLimits = DEFAULT_LIMITS) -> AdoptData | None:
         """The abandon document of the stack to adopt (JSON text or an object), if any."""
         if self.adopt_stack_data is None:
             return None
-        document = _document(self.adopt_stack_data, "adopt_stack_data")
+        document = _document(self.adopt_stack_data, "adopt_stack_data", limits)
         try:
             return AdoptData.model_validate(document)
         except ValidationError as exc:
@@ -52,15 +52,16 @@ class StackBody(BaseModel):
             where = ".".join(["adopt_stack_data", *(str(p) for p in err["loc"])])
             raise InvalidInput(str(err["msg"]), path=where) from exc
 
-    def template_document(self) -> dict[str, Any] | None:
+    def template_document(self, limits: TemplateLimits = DEFAULT_LIMITS) -> dict[str, Any] | None:
+        """The template, parsed and checked against the deployment's `limits`."""
         if self.template_url is not None and self.template is None:
             raise InvalidInput("template_url is not supported: send the template itself", path="template_url")
         if self.template is None:
             return None
-        return _document(self.template, "template")
+        return _document(self.template, "template", limits)
 
-    def environment_document(self) -> dict[str, Any]:
-        return _document(self.environment, "environment") if self.environment else {}
+    def environment_document(self, limits: TemplateLimits = DEFAULT_LIMITS) -> dict[str, Any]:
+        return _document(self.environment, "environment", limits) if self.environment else {}
 
     def tag_list(self) -> list[str]:
         if self.tags is None:
@@ -87,9 +88,9 @@ class AdoptData(BaseModel):
         return {name: r.resource_id for name, r in self.resources.items() if r.resource_id}
 
 
-def _document(source: dict[str, Any] | str, what: str) -> dict[str, Any]:
+def _document(source: dict[str, Any] | str, what: str, limits: TemplateLimits) -> dict[str, Any]:
     try:
-        document = load_document(source, limits=DEFAULT_LIMITS, what=what)
+        document = load_document(source, limits=limits, what=what)
     except DocumentError as exc:
         raise InvalidInput(str(exc), path=what) from exc
     check_storable(document, what)  # YAML text may hold "\0" escapes or .inf / .nan

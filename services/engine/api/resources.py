@@ -5,6 +5,8 @@ mark unhealthy) and events (per stack and per resource, paged).
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
@@ -12,10 +14,10 @@ from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import query_values, read_json, storable_text
-from services.engine.api.views import event_view, json_response, resource_view
+from services.engine.api.views import HIDDEN, event_view, json_response, resource_view
 from services.engine.core.model import StackId
 from services.engine.signals import Unauthorized
-from services.engine.store.queries import StackView
+from services.engine.store.queries import NestedStack, StackView
 
 MAX_EVENTS = 1000
 MAX_NESTED_DEPTH = 100
@@ -45,7 +47,9 @@ async def dispatch(
         if row is None:
             raise not_found(f"The Resource ({name}) could not be found.")
         if not tail and method == "GET":
-            return json_response({"resource": resource_view(dict(row), stack, _base(request), detail=True)})
+            view = resource_view(dict(row), stack, _base(request), detail=True)
+            view["properties"] = await _shown_properties(deps, stack, row["properties"])
+            return json_response({"resource": view})
         if not tail and method == "PATCH":
             return await mark_unhealthy(deps, request, stack, row["resource_id"], name)
         if tail == ["metadata"] and method == "GET":
@@ -57,6 +61,31 @@ async def dispatch(
                 return await event(deps, request, stack, tail[1])
             return await events(deps, request, stack, name)
     raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
+
+
+async def _shown_properties(deps: ApiDeps, stack: StackView, properties: Any) -> dict[str, Any]:
+    """The properties last applied (a Converge addition to Heat's shape), with every value
+    that came from a hidden parameter masked as the stack's parameters are."""
+    if not isinstance(properties, dict):
+        return {}
+    definition = await deps.current_definition(stack)
+    hidden = (
+        [definition.parameters[n] for n in definition.hidden_parameters() if n in definition.parameters]
+        if definition
+        else []
+    )
+    secrets = {str(v) for v in hidden if v not in (None, "")}
+    return {k: _masked(v, secrets) for k, v in properties.items()}
+
+
+def _masked(value: Any, secrets: set[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, secrets) for v in value]
+    if isinstance(value, str) and secrets and any(s in value for s in secrets):
+        return HIDDEN
+    return value
 
 
 async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
@@ -81,19 +110,24 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
 
 
 async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:
-    _nested_depth(request)  # validated; no resource type nests a stack yet, so every depth lists the same
-    rows = await deps.queries.resources(stack.stack_id)
+    """The stack's resources; with `nested_depth` N also those of its nested stacks down to
+    N levels, each naming the resource that owns its stack (`parent_resource`)."""
+    depth = _nested_depth(request)
+    tree = await deps.queries.stack_tree(stack.stack_id, depth) if depth else []
     types = request.query.getall("type", [])
     names = request.query.getall("name", [])
     statuses = request.query.getall("status", [])
     base = _base(request)
-    views = [
-        resource_view(dict(r), stack, base)
-        for r in rows
-        if (not types or r["type"] in types)
-        and (not names or r["name"] in names)
-        and (not statuses or r["status"] in statuses or f"{r['action']}_{r['status']}" in statuses)
-    ]
+    views = []
+    for nested in tree or [NestedStack(stack.stack_id, stack.name, 0, None)]:
+        owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
+        for r in await deps.queries.resources(nested.stack_id):
+            if (
+                (not types or r["type"] in types)
+                and (not names or r["name"] in names)
+                and (not statuses or r["status"] in statuses or f"{r['action']}_{r['status']}" in statuses)
+            ):
+                views.append(resource_view(dict(r), owner, base, parent_resource=nested.parent_resource))
     return json_response({"resources": views})
 
 
@@ -129,15 +163,27 @@ async def events(deps: ApiDeps, request: web.Request, stack: StackView, resource
     except ValueError as exc:
         raise bad_request(f"bad paging parameter: {exc}") from exc
     sort_dir = "desc" if q.get("sort_dir", "asc") == "desc" else "asc"
+    depth = _nested_depth(request) if resource is None else 0
+    tree = await deps.queries.stack_tree(stack.stack_id, depth) if depth else []
+    stacks = {n.stack_id: n for n in tree}
     rows = await deps.queries.events(
-        stack.stack_id,
+        list(stacks) or stack.stack_id,
         resource_name=resource or next(iter(query_values(request, ("resource_name",))), None),
         limit=limit,
         marker=marker,
         sort_dir=sort_dir,
     )
     base = _base(request)
-    return json_response({"events": [event_view(dict(r), stack, base) for r in rows]})
+    views = []
+    for r in rows:
+        nested = stacks.get(r["stack_id"])
+        if nested is None or nested.depth == 0:
+            views.append(event_view(dict(r), stack, base))
+        else:  # an event of a nested stack: its links point there, and it names the root
+            view = event_view(dict(r), replace(stack, stack_id=nested.stack_id, name=nested.name), base)
+            view["root_stack_id"] = str(stack.stack_id)
+            views.append(view)
+    return json_response({"events": views})
 
 
 async def event(deps: ApiDeps, request: web.Request, stack: StackView, event_id: str) -> web.Response:

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from services.engine.api import live
 from services.engine.api import resources as resource_routes
 from services.engine.api.auth import PRINCIPAL
 from services.engine.api.deps import ApiDeps
@@ -79,6 +80,7 @@ class StackRoutes:
                 statuses=query_values(request, ("stack_status", "status")),
                 ids=[uuid.UUID(i) for i in q.getall("id", []) if _is_uuid(i)],
                 show_deleted=q.get("show_deleted", "").lower() == "true",
+                show_nested=q.get("show_nested", "").lower() == "true",
                 sort_key=q.get("sort_keys", "creation_time"),
                 sort_dir=q.get("sort_dir", "desc"),
                 limit=max(limit, 0),
@@ -86,14 +88,19 @@ class StackRoutes:
             )
         )
         base = base_url(request)
-        return json_response({"stacks": [stack_summary(s, base) for s in stacks]})
+        views = [stack_summary(s, base) for s in stacks]
+        if q.get("with_resource_counts", "").lower() == "true":  # a Converge extension (the dashboard)
+            counts = await self._d.queries.resource_counts([s.stack_id for s in stacks])
+            for view, s in zip(views, stacks, strict=True):
+                view["resource_counts"] = counts[s.stack_id]
+        return json_response({"stacks": views})
 
     async def create(self, request: web.Request) -> web.Response:
         body = await parse_body(request, StackBody)
         if body.stack_name is None:
             raise bad_request("stack_name is required")
-        adoption = body.adoption()
-        template = body.template_document() or (adoption.template if adoption else None)
+        adoption = body.adoption(self._d.limits)
+        template = body.template_document(self._d.limits) or (adoption.template if adoption else None)
         if template is None:
             raise bad_request("a template is required")
         project = url_project(request)
@@ -104,7 +111,7 @@ class StackRoutes:
         stack_id = await self._d.operations.create(
             project_id=project,
             name=body.stack_name,
-            goal=Goal(template, body.environment_document(), body.parameters, body.files),
+            goal=Goal(template, body.environment_document(self._d.limits), body.parameters, body.files),
             disable_rollback=body.disable_rollback,
             timeout_mins=body.timeout_mins,
             tags=body.tag_list(),
@@ -120,12 +127,12 @@ class StackRoutes:
     async def preview_create(self, request: web.Request) -> web.Response:
         """Validate a create and show the stack it would make, changing nothing."""
         body = await parse_body(request, StackBody)
-        template = body.template_document()
+        template = body.template_document(self._d.limits)
         if body.stack_name is None or template is None:
             raise bad_request("stack_name and a template are required")
         project = request.match_info["project"]
         draft = preview_stack(project, body.stack_name, body.disable_rollback, body.timeout_mins)
-        goal = Goal(template, body.environment_document(), body.parameters, body.files)
+        goal = Goal(template, body.environment_document(self._d.limits), body.parameters, body.files)
         definition = self._d.operations.validate(goal, draft)
         base = base_url(request)
         view = stack_detail(
@@ -152,12 +159,12 @@ class StackRoutes:
     async def preview_update(self, request: web.Request, stack: StackView) -> web.Response:
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        template = body.template_document()
+        template = body.template_document(self._d.limits)
         if template is None and not body.existing:
             raise bad_request("a template is required (or existing: true to keep the current one)")
         goal = Goal(
             template or current.template,
-            {**(current.environment if body.existing else {}), **body.environment_document()},
+            {**(current.environment if body.existing else {}), **body.environment_document(self._d.limits)},
             {**(current.parameters if body.existing else {}), **body.parameters},
             {**(current.files if body.existing else {}), **body.files},
         )
@@ -225,6 +232,10 @@ class StackRoutes:
             return await self.action(request, stack)
         if head == "observation" and method == "GET" and len(rest) == 1:
             return json_response({"observation": await self._d.observing.view(StackId(stack.stack_id))})
+        if head == "graph" and method == "GET" and len(rest) == 1:
+            return await live.graph(self._d, request, stack)
+        if head == "stream" and method == "GET" and len(rest) == 1:
+            return await live.stream(self._d, request, stack)
         if head == "abandon" and method == "DELETE" and len(rest) == 1:
             return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
@@ -245,10 +256,10 @@ class StackRoutes:
 
     async def update(self, request: web.Request, stack: StackView) -> web.Response:
         body = await parse_body(request, StackBody)
-        template = body.template_document()
+        template = body.template_document(self._d.limits)
         if template is None:
             raise bad_request("a template is required (use PATCH to keep the current one)")
-        goal = Goal(template, body.environment_document(), body.parameters, body.files)
+        goal = Goal(template, body.environment_document(self._d.limits), body.parameters, body.files)
         await self._d.operations.update(StackId(stack.stack_id), goal)
         return web.Response(status=202)
 
@@ -256,8 +267,8 @@ class StackRoutes:
         """Update keeping the current template, parameters, environment and files where omitted."""
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        template = body.template_document() or current.template
-        environment = {**current.environment, **body.environment_document()}
+        template = body.template_document(self._d.limits) or current.template
+        environment = {**current.environment, **body.environment_document(self._d.limits)}
         goal = Goal(
             template,
             environment,

@@ -35,7 +35,7 @@ def stack_summary(stack: StackView, base: str) -> dict[str, Any]:
         "stack_status": f"{stack.action}_{stack.status}",
         "stack_status_reason": stack.status_reason,
         "stack_owner": None,
-        "parent": None,
+        "parent": str(stack.owner_stack_id) if stack.owner_stack_id is not None else None,
         "project": stack.project_id,
         "tags": list(stack.tags) or None,
         "links": [{"href": stack_path(base, stack.name, stack.stack_id), "rel": "self"}],
@@ -91,8 +91,15 @@ def _param_text(value: Any) -> Any:
 
 
 def resource_view(
-    row: Mapping[str, Any], stack: StackView, base: str, *, detail: bool = False
+    row: Mapping[str, Any],
+    stack: StackView,
+    base: str,
+    *,
+    detail: bool = False,
+    parent_resource: str | None = None,
 ) -> dict[str, Any]:
+    """`stack` is the resource's own stack; `parent_resource` names the resource of the
+    parent stack that owns it (a resource of a nested stack, listed with nested_depth)."""
     stack_url = stack_path(base, stack.name, stack.stack_id)
     view: dict[str, Any] = {
         "resource_name": row["name"],
@@ -109,6 +116,11 @@ def resource_view(
             {"href": stack_url, "rel": "stack"},
         ],
     }
+    if row.get("nested_stack_id") is not None:
+        nested_url = stack_path(base, row["nested_stack_name"], row["nested_stack_id"])
+        view["links"].append({"href": nested_url, "rel": "nested"})
+    if parent_resource is not None:
+        view["parent_resource"] = parent_resource
     if detail:
         view["attributes"] = dict(row["attributes"] or {})
         view["description"] = ""

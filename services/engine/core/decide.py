@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, Status, TemplateId
+from services.engine.core.nesting import GOAL_KEY, without_digest
 from services.engine.template import diff_properties
 from shared.plugins import Properties
 
@@ -38,10 +39,13 @@ def decide_forward(
     row: ResourceRow,
     *,
     type_name: str,
-    schema: type[Properties],
+    schema: type[Properties] | None,
     properties: Mapping[str, Any],
     external_id: str | None,
+    nested: bool = False,
 ) -> ForwardDecision:
+    """`schema` None: a template resource (every property applies in place);
+    `nested`: the resource is a child stack (see `_decide_nested`)."""
     if not row.exists:
         if external_id is not None:
             return ForwardDecision(Forward.ADOPT, f"adopting external id {external_id}")
@@ -50,6 +54,8 @@ def decide_forward(
         return ForwardDecision(Forward.ADOPT, f"adopting {row.physical_id}")
     if row.type != type_name:
         return ForwardDecision(Forward.REPLACE, f"type changed from {row.type} to {type_name}")
+    if nested:
+        return _decide_nested(row, schema, properties)
     if row.status is Status.FAILED and row.action in (Action.CREATE, Action.INIT):
         return ForwardDecision(Forward.REPLACE, "the resource failed to create")
     if row.status is Status.FAILED and row.action is Action.CHECK:
@@ -61,6 +67,24 @@ def decide_forward(
     if diff.unchanged and row.status is Status.COMPLETE:
         return ForwardDecision(Forward.NOTHING)
     return ForwardDecision(Forward.UPDATE)
+
+
+def _decide_nested(
+    row: ResourceRow, schema: type[Properties] | None, properties: Mapping[str, Any]
+) -> ForwardDecision:
+    """A child stack is updated, never replaced, when its goal changed: its own
+    resources decide what that changes. A failed or unfinished child is updated
+    too (its failed resources are then replaced or updated inside it); an
+    unchanged, complete child is left alone."""
+    old = row.properties or {}
+    if old.get(GOAL_KEY) != properties.get(GOAL_KEY):
+        return ForwardDecision(Forward.UPDATE, "the nested templates, files or environment changed")
+    diff = diff_properties(schema, without_digest(old), without_digest(properties))
+    if not diff.unchanged:
+        return ForwardDecision(Forward.UPDATE, f"{', '.join(sorted(diff.changed))} changed")
+    if row.status is not Status.COMPLETE:
+        return ForwardDecision(Forward.UPDATE, f"the nested stack is {row.action.value}_{row.status.value}")
+    return ForwardDecision(Forward.NOTHING)
 
 
 class Cleanup(StrEnum):

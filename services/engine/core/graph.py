@@ -6,7 +6,9 @@ new template, and a cleanup node for every existing row. Edges:
   template says it requires;
 - cleanup, reversed: a row's cleanup waits for the cleanup of every row that
   (by the dependencies *stored on the rows*) required it, so dependents are
-  deleted first whatever the new template says;
+  deleted first whatever the new template says (a row whose job is still
+  running counts what that job was started with as well: a resource being
+  created needs what it was created from until it is gone);
 - a row replaced by another is cleaned up after its replacement's cleanup
   node, i.e. after the dependents moved to the replacement;
 - a row that is in the new template is cleaned up after its forward node.
@@ -38,7 +40,7 @@ def traversal_graph(
     for row in rows.values():
         mine = cleanup(row.resource_id)
         nodes.add(mine)
-        for required_id in row.requires:
+        for required_id in row.requires | (row.job_requires or frozenset()):
             if required_id in rows:
                 requires[cleanup(required_id)].add(mine)
         if row.replaces is not None and row.replaces in rows:

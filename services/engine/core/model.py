@@ -62,6 +62,13 @@ class StackRow:
     previous_template_id: TemplateId | None
     disable_rollback: bool = False
     timeout_mins: int | None = None
+    # A child stack (nested stack): its parent stack and the resource owning it,
+    # the parent's job its current operation answers (None once answered), and
+    # its depth (0 for a top-level stack).
+    owner_stack_id: StackId | None = None
+    owner_resource_id: ResourceId | None = None
+    owner_job_id: str | None = None
+    nested_depth: int = 0
 
 
 @dataclass(frozen=True)

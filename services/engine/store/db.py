@@ -1,7 +1,9 @@
 """asyncpg pool and the `Store` gateway (engine registry and heartbeats so far).
 
 Driver errors are wrapped here: connection problems become
-`StoreUnavailable` (transient). Later issues add the stack/resource/sync-point
+`StoreUnavailable` (transient) — including the server going away under a
+query (shutdown, restart, crash) and refusing connections while it starts;
+the pool opens fresh connections once the server is back. Later issues add the stack/resource/sync-point
 statements to this gateway (split into modules per table family as it grows).
 """
 
@@ -20,8 +22,10 @@ from shared.errors import ConflictError, StoreUnavailable
 
 _CONNECT_ERRORS = (
     OSError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.CannotConnectNowError,  # starting up, shutting down, in recovery
+    asyncpg.exceptions.PostgresConnectionError,  # e.g. the connection died mid-query
+    asyncpg.exceptions.AdminShutdownError,  # the server is stopping (fast or immediate)
+    asyncpg.exceptions.CrashShutdownError,  # another backend crashed: the server restarts
     asyncpg.InterfaceError,
     asyncpg.exceptions.InvalidCatalogNameError,
     TimeoutError,
@@ -95,32 +99,30 @@ class Store:
         A superseded traversal is kept a little while: checks of it may still
         be committing, and they stop quietly once its rows are gone.
         """
-        traversals = await self._pool.execute(
+        traversals = await self._execute(
             """DELETE FROM traversals t USING stacks s
                WHERE t.stack_id = s.stack_id AND t.traversal_id IS DISTINCT FROM s.current_traversal
                  AND t.created_at < now() - make_interval(mins => $1)""",
             traversal_minutes,
         )
-        inbox = await self._pool.execute(
+        inbox = await self._execute(
             "DELETE FROM inbox WHERE processed_at < now() - make_interval(secs => $1 * 86400.0)", inbox_days
         )
         return int(traversals.split()[-1]), int(inbox.split()[-1])
 
     async def stalled_stacks(self, *, seconds: float, now: float) -> list[asyncpg.Record]:
         """Stacks in progress with no event for `seconds`, and what is still running."""
-        return list(
-            await self._pool.fetch(
-                """SELECT s.stack_id, s.name, s.action,
-                          ARRAY(SELECT r.name FROM resources r WHERE r.stack_id = s.stack_id
-                                AND r.status = 'IN_PROGRESS' ORDER BY r.name) AS running
-                   FROM stacks s
-                   WHERE s.status = 'IN_PROGRESS' AND s.deleted_at IS NULL
-                     AND (SELECT max(e.created_at) FROM events e WHERE e.stack_id = s.stack_id)
-                         < to_timestamp($1) - make_interval(secs => $2)
-                   LIMIT 100""",
-                now,
-                seconds,
-            )
+        return await self._fetch(
+            """SELECT s.stack_id, s.name, s.action,
+                      ARRAY(SELECT r.name FROM resources r WHERE r.stack_id = s.stack_id
+                            AND r.status = 'IN_PROGRESS' ORDER BY r.name) AS running
+               FROM stacks s
+               WHERE s.status = 'IN_PROGRESS' AND s.deleted_at IS NULL
+                 AND (SELECT max(e.created_at) FROM events e WHERE e.stack_id = s.stack_id)
+                     < to_timestamp($1) - make_interval(secs => $2)
+               LIMIT 100""",
+            now,
+            seconds,
         )
 
     async def stack_event(self, stack_id: uuid.UUID, name: str, action: str, reason: str) -> None:
@@ -144,9 +146,9 @@ class Store:
         )
         return [row["engine_id"] for row in rows]
 
-    async def _execute(self, sql: str, *args: Any) -> None:
+    async def _execute(self, sql: str, *args: Any) -> str:
         try:
-            await self._pool.execute(sql, *args)
+            return str(await self._pool.execute(sql, *args))
         except _CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
 

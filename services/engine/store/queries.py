@@ -41,6 +41,7 @@ class StackView:
     created_at: datetime
     updated_at: datetime | None
     deleted_at: datetime | None
+    owner_stack_id: uuid.UUID | None = None  # the parent, for a nested stack
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,22 @@ class StackFilter:
     sort_dir: str = "desc"
     limit: int = 1000
     marker: uuid.UUID | None = None
+    show_nested: bool = False  # nested stacks are listed only when asked for
+
+
+@dataclass(frozen=True)
+class NestedStack:
+    """A stack of a tree, as `stack_tree` finds it."""
+
+    stack_id: uuid.UUID
+    name: str
+    depth: int  # 0: the root
+    parent_resource: str | None  # the parent's resource owning it (None: the root)
 
 
 _STACK = """stack_id, project_id, name, action, status, status_reason, current_template_id,
-    previous_template_id, disable_rollback, timeout_mins, tags, created_at, updated_at, deleted_at"""
+    previous_template_id, disable_rollback, timeout_mins, tags, created_at, updated_at, deleted_at,
+    owner_stack_id"""
 
 
 def _stack(r: asyncpg.Record) -> StackView:
@@ -92,6 +105,8 @@ class Queries:
         args: list[Any] = [f.project_id]
         if not f.show_deleted:
             clauses.append("deleted_at IS NULL")
+        if not f.show_nested:
+            clauses.append("owner_stack_id IS NULL")
         for values, expr in (
             (f.names, "name = ANY(${})"),
             (f.statuses, "(action || '_' || status) = ANY(${})"),
@@ -116,10 +131,32 @@ class Queries:
         return [_stack(r) for r in rows]
 
     async def count_stacks(self, project_id: str) -> int:
+        """Live top-level stacks of the project (nested stacks come with their parent)."""
         n: int = await self._pool.fetchval(
-            "SELECT count(*) FROM stacks WHERE project_id = $1 AND deleted_at IS NULL", project_id
+            """SELECT count(*) FROM stacks
+               WHERE project_id = $1 AND deleted_at IS NULL AND owner_stack_id IS NULL""",
+            project_id,
         )
         return n
+
+    async def stack_tree(self, stack_id: uuid.UUID, depth: int) -> list[NestedStack]:
+        """`stack_id` and its live nested stacks down to `depth` levels, parents first."""
+        rows = await self._pool.fetch(
+            """WITH RECURSIVE tree(stack_id, name, depth, parent_resource) AS (
+                   SELECT stack_id, name, 0, NULL::text FROM stacks WHERE stack_id = $1
+                   UNION ALL
+                   SELECT c.stack_id, c.name, t.depth + 1, r.name
+                   FROM tree t
+                   JOIN resources r ON r.stack_id = t.stack_id AND r.replaced_by IS NULL
+                   JOIN stacks c ON c.owner_stack_id = t.stack_id AND c.stack_id::text = r.physical_id
+                                AND c.deleted_at IS NULL
+                   WHERE t.depth < $2
+               )
+               SELECT * FROM tree ORDER BY depth, name""",
+            stack_id,
+            depth,
+        )
+        return [NestedStack(r["stack_id"], r["name"], r["depth"], r["parent_resource"]) for r in rows]
 
     async def template(self, template_id: uuid.UUID) -> TemplateRecord | None:
         r = await self._pool.fetchrow(
@@ -132,13 +169,18 @@ class Queries:
         return TemplateRecord(r["template_id"], r["template"], r["environment"], r["files"], r["parameters"])
 
     async def resources(self, stack_id: uuid.UUID) -> list[asyncpg.Record]:
-        """The current row of every resource (a replacement hides what it replaces)."""
+        """The current row of every resource (a replacement hides what it replaces), with
+        the live nested stack it owns, if any (`nested_stack_id`, `nested_stack_name`)."""
         return list(
             await self._pool.fetch(
                 """SELECT r.*, ARRAY(SELECT d.name FROM resources d
                                  WHERE d.stack_id = r.stack_id AND r.resource_id = ANY(d.requires)
-                                   AND d.replaced_by IS NULL ORDER BY d.name) AS required_by
-               FROM resources r WHERE r.stack_id = $1 AND r.replaced_by IS NULL ORDER BY r.resource_id""",
+                                   AND d.replaced_by IS NULL ORDER BY d.name) AS required_by,
+                          c.stack_id AS nested_stack_id, c.name AS nested_stack_name
+               FROM resources r
+               LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
+                                 AND c.deleted_at IS NULL
+               WHERE r.stack_id = $1 AND r.replaced_by IS NULL ORDER BY r.resource_id""",
                 stack_id,
             )
         )
@@ -166,21 +208,23 @@ class Queries:
 
     async def events(
         self,
-        stack_id: uuid.UUID,
+        stack_id: uuid.UUID | Sequence[uuid.UUID],
         *,
         resource_name: str | None = None,
         limit: int = 1000,
         marker: uuid.UUID | None = None,
         sort_dir: str = "asc",
     ) -> list[asyncpg.Record]:
+        """Events of one stack, or of several (a stack and its nested stacks), in order."""
+        stacks = [stack_id] if isinstance(stack_id, uuid.UUID) else list(stack_id)
         direction, op = ("ASC", ">") if sort_dir == "asc" else ("DESC", "<")
         return list(
             await self._pool.fetch(
                 f"""SELECT * FROM events
-                WHERE stack_id = $1 AND ($2::text IS NULL OR resource_name = $2)
+                WHERE stack_id = ANY($1::uuid[]) AND ($2::text IS NULL OR resource_name = $2)
                   AND ($3::uuid IS NULL OR event_seq {op} (SELECT event_seq FROM events WHERE event_id = $3))
                 ORDER BY event_seq {direction} LIMIT $4""",
-                stack_id,
+                stacks,
                 resource_name,
                 marker,
                 limit,
@@ -191,3 +235,60 @@ class Queries:
         return await self._pool.fetchrow(
             "SELECT * FROM events WHERE stack_id = $1 AND event_id = $2", stack_id, event_id
         )
+
+    # -- the dashboard (graph snapshot, live tail, list counts) ----------------
+
+    async def graph_rows(self, stack_id: uuid.UUID) -> tuple[int, list[asyncpg.Record]]:
+        """The event cursor, then every current row with its drift flag, for the graph snapshot.
+
+        The cursor is read first, so a client that streams from it may see an event
+        twice (applied again, harmlessly) but never misses one."""
+        async with self._pool.acquire() as conn:
+            cursor: int = await conn.fetchval(
+                "SELECT coalesce(max(event_seq), 0) FROM events WHERE stack_id = $1", stack_id
+            )
+            rows = await conn.fetch(
+                """SELECT r.resource_id, r.name, r.type, r.physical_id, r.action, r.status,
+                          r.status_reason, r.requires, r.replaces, r.template_id,
+                          EXISTS (SELECT 1 FROM drift d WHERE d.resource_id = r.resource_id) AS drifted
+                   FROM resources r WHERE r.stack_id = $1 AND r.replaced_by IS NULL
+                   ORDER BY r.resource_id""",
+                stack_id,
+            )
+        return cursor, list(rows)
+
+    async def tail(self, stack_id: uuid.UUID, after: int, limit: int) -> list[asyncpg.Record]:
+        """One poll of a live stream: the stack's status (every row) and the events after
+        `after` (up to `limit`, in order), in a single statement. No row: the stack is gone."""
+        return list(
+            await self._pool.fetch(
+                """SELECT s.action AS stack_action, s.status AS stack_status,
+                          s.status_reason AS stack_status_reason, s.deleted_at IS NOT NULL AS deleted,
+                          e.event_seq, e.event_id, e.resource_name, e.physical_resource_id,
+                          e.resource_type, e.action, e.status, e.reason, e.created_at
+                   FROM stacks s
+                   LEFT JOIN LATERAL (
+                       SELECT * FROM events
+                       WHERE events.stack_id = s.stack_id AND events.event_seq > $2
+                       ORDER BY events.event_seq LIMIT $3
+                   ) e ON true
+                   WHERE s.stack_id = $1
+                   ORDER BY e.event_seq""",
+                stack_id,
+                after,
+                limit,
+            )
+        )
+
+    async def resource_counts(self, stack_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, int]]:
+        """Current resources of each stack, counted by status (INIT, IN_PROGRESS, COMPLETE, FAILED)."""
+        rows = await self._pool.fetch(
+            """SELECT stack_id, CASE WHEN action = 'INIT' THEN 'INIT' ELSE status END AS status, count(*) AS n
+               FROM resources WHERE stack_id = ANY($1::uuid[]) AND replaced_by IS NULL
+               GROUP BY 1, 2""",
+            list(stack_ids),
+        )
+        counts: dict[uuid.UUID, dict[str, int]] = {s: {} for s in stack_ids}
+        for r in rows:
+            counts[r["stack_id"]][r["status"]] = r["n"]
+        return counts

@@ -38,7 +38,8 @@ _RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, s
     waiting_traversal, waiting_node"""
 
 _STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
-    current_template_id, previous_template_id, disable_rollback, timeout_mins"""
+    current_template_id, previous_template_id, disable_rollback, timeout_mins, owner_stack_id,
+    owner_resource_id, owner_job_id, nested_depth"""
 
 
 def _stack(r: asyncpg.Record) -> StackRow:
@@ -54,6 +55,10 @@ def _stack(r: asyncpg.Record) -> StackRow:
         previous_template_id=r["previous_template_id"],
         disable_rollback=r["disable_rollback"],
         timeout_mins=r["timeout_mins"],
+        owner_stack_id=r["owner_stack_id"],
+        owner_resource_id=r["owner_resource_id"],
+        owner_job_id=r["owner_job_id"],
+        nested_depth=r["nested_depth"],
     )
 
 
@@ -175,12 +180,15 @@ class Tx(ObservationStatements):
         disable_rollback: bool,
         timeout_mins: int | None,
         tags: Sequence[str],
+        owner: tuple[StackId, ResourceId] | None = None,
+        nested_depth: int = 0,
     ) -> bool:
-        """Create the stack row (INIT); False when the name is taken in the project."""
+        """Create the stack row (INIT); False when the name is taken in the project.
+        A child stack names its `owner`: the parent stack and the resource owning it."""
         r = await self._c.fetchval(
             """INSERT INTO stacks (stack_id, project_id, name, action, status, disable_rollback,
-                                   timeout_mins, tags)
-               VALUES ($1, $2, $3, 'INIT', 'COMPLETE', $4, $5, $6)
+                                   timeout_mins, tags, owner_stack_id, owner_resource_id, nested_depth)
+               VALUES ($1, $2, $3, 'INIT', 'COMPLETE', $4, $5, $6, $7, $8, $9)
                ON CONFLICT DO NOTHING RETURNING 1""",
             stack_id,
             project_id,
@@ -188,8 +196,30 @@ class Tx(ObservationStatements):
             disable_rollback,
             timeout_mins,
             list(tags),
+            owner[0] if owner else None,
+            owner[1] if owner else None,
+            nested_depth,
         )
         return r is not None
+
+    async def set_owner_job(self, stack_id: StackId, job_id: str | None) -> None:
+        """The parent's job the child's operation (just begun) answers."""
+        await self._c.execute("UPDATE stacks SET owner_job_id = $2 WHERE stack_id = $1", stack_id, job_id)
+
+    async def set_timeout(self, stack_id: StackId, minutes: int | None) -> None:
+        await self._c.execute("UPDATE stacks SET timeout_mins = $2 WHERE stack_id = $1", stack_id, minutes)
+
+    async def take_owner_job(self, stack_id: StackId) -> str | None:
+        """The parent's job the child's operation answers, now answered (cleared);
+        None if there is none (a top-level stack, or answered already)."""
+        job: str | None = await self._c.fetchval(
+            """UPDATE stacks s SET owner_job_id = NULL
+               FROM (SELECT stack_id, owner_job_id FROM stacks WHERE stack_id = $1 FOR UPDATE) old
+               WHERE s.stack_id = old.stack_id AND old.owner_job_id IS NOT NULL
+               RETURNING old.owner_job_id""",
+            stack_id,
+        )
+        return job
 
     async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
         sql = f"SELECT {_STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"

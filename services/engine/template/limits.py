@@ -23,6 +23,9 @@ class TemplateLimits:
       Default 1,000,000; a 1 MiB document without aliases has fewer, so
       this only refuses alias bombs ("billion laughs").
     - `max_yaml_aliases`: alias (`*name`) uses in one document. Default 10,000.
+    - `max_nested_depth`: how deep stacks may nest (a top-level stack is depth 0,
+      its nested stacks depth 1, ...). Default 5, as Heat's `max_nested_stack_depth`;
+      it stops a template resource that (directly or not) contains itself.
     """
 
     max_template_bytes: int = 1024 * 1024
@@ -30,6 +33,7 @@ class TemplateLimits:
     max_depth: int = 100
     max_yaml_nodes: int = 1_000_000
     max_yaml_aliases: int = 10_000
+    max_nested_depth: int = 5
 
 
 DEFAULT_LIMITS = TemplateLimits()

@@ -100,12 +100,19 @@ class PropertyDiff:
         return not self.changed
 
 
-def diff_properties(schema: type[Properties], old: Mapping[str, Any], new: Mapping[str, Any]) -> PropertyDiff:
+def diff_properties(
+    schema: type[Properties] | None, old: Mapping[str, Any], new: Mapping[str, Any]
+) -> PropertyDiff:
     """Compare resolved properties; an omitted property equals its default.
 
     A property not in the schema (which validation prevents) is treated as
-    forcing replacement, the safe choice.
+    forcing replacement, the safe choice. Without a schema (a template
+    resource, whose properties are its template's parameters) every change
+    applies in place.
     """
+    if schema is None:
+        keys = set(old) | set(new)
+        return PropertyDiff(frozenset(k for k in keys if not _same(old.get(k), new.get(k))), False)
     defaults = schema_defaults(schema)
     fields = schema.model_fields
     changed: set[str] = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from services.engine.core.graph import action_graph, leaves, traversal_graph
@@ -54,6 +55,15 @@ def test_cleanup_follows_stored_dependencies_reversed_not_the_new_template() -> 
     assert cleanup(2) in graph[cleanup(1)].requires, "x's row is cleaned after y's, as stored"
     assert forward(1) in graph[cleanup(1)].requires, "a row is cleaned after its own update"
     assert forward(2) in graph[forward(1)].requires, "forward edges follow the new template"
+
+
+def test_a_row_whose_create_is_still_running_is_cleaned_before_what_its_job_requires() -> None:
+    # A condition (2) still being created from its handle (1); neither is in the new template.
+    waiting = dataclasses.replace(
+        row(2, "wait"), status=Status.IN_PROGRESS, job_requires=frozenset({ResourceId(1)})
+    )
+    graph = traversal_graph(template_requires={}, current_rows={}, existing=[row(1, "handle"), waiting])
+    assert graph[cleanup(1)].requires == {cleanup(2)}, "the handle goes only after the condition"
 
 
 def test_a_replaced_row_is_cleaned_after_its_replacement_and_removed_rows_have_only_cleanup() -> None:

@@ -1,0 +1,243 @@
+"""Where an engine's time goes during a 10,000-resource layered create.
+
+Distributed mode (the run's engines, workers and observers). While the create
+runs, py-spy samples `engine-a` (`py-spy record --format raw`, 100 Hz,
+non-blocking; active samples only, so samples / (seconds x rate) is the share
+of one core it kept busy), and the database and the kernel count the work:
+
+- transactions committed and rows written in the scratch database
+  (`pg_stat_database`, `pg_stat_user_tables`), per resource;
+- CPU seconds of every service process (`/proc/<pid>/stat`) and of the whole
+  machine (`/proc/stat`), per resource.
+
+The py-spy summary (top frames by own and by inclusive samples) is written to
+`<results>/engine-profile.txt`; the figures go to the report. Without py-spy
+(or with `--no-profile`) only the counts are taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import asyncpg
+
+from bench.harness import templates
+from bench.harness.options import Options, Row, row
+from bench.harness.system import BIN, System, running
+
+RATE = 100  # py-spy samples per second
+TOP = 25
+SECTION = "engine profile (10k layered create, distributed)"
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+#: Processes outside Converge whose CPU time is counted: PostgreSQL and RabbitMQ.
+OTHERS = ("postgres", "beam.smp")
+
+TABLE_STATS = """SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
+
+
+def _by_command(names: tuple[str, ...]) -> dict[int, tuple[str, float]]:
+    """CPU seconds so far of every process whose command is one of `names`, by pid."""
+    found: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in names:
+            found[int(entry.name)] = (comm, _cpu_seconds(int(entry.name)))
+    return found
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def _short(frame: str) -> str:
+    match = _FRAME.match(frame)
+    if match is None:
+        return frame
+    path = match["file"]
+    for marker in ("site-packages/", "/work/main/", "lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{match['func']} ({path})"
+
+
+def summarise(raw: str, seconds: float) -> tuple[str, int]:
+    """The py-spy collapsed stacks as two top lists; and the number of samples."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_short(f) for f in stack.split(";")]
+        frames = [f for f in frames if not f.startswith("process ") and not f.startswith("thread ")]
+        if not frames:
+            continue
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    share = total / (seconds * RATE) if seconds else 0.0
+    lines = [
+        f"{total} samples at {RATE} Hz over {seconds:.1f} s ({share:.0%} of the time; py-spy leaves out "
+        "samples it sees as idle, but a process waiting for a core on a saturated machine still counts)",
+        "",
+        f"Top {TOP} frames by own samples (% of active samples):",
+    ]
+    lines += [f"  {100 * c / total:5.1f}%  {f}" for f, c in own.most_common(TOP)] if total else []
+    lines += ["", f"Top {TOP} frames by inclusive samples:"]
+    lines += [f"  {100 * c / total:5.1f}%  {f}" for f, c in inclusive.most_common(TOP)] if total else []
+    return "\n".join(lines) + "\n", total
+
+
+async def _table_stats(pool: asyncpg.Pool) -> dict[str, tuple[int, int, int]]:
+    await pool.execute("SELECT pg_stat_clear_snapshot()")
+    return {
+        r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_del"]) for r in await pool.fetch(TABLE_STATS)
+    }
+
+
+async def _commits(pool: asyncpg.Pool) -> int:
+    await pool.execute("SELECT pg_stat_clear_snapshot()")
+    return int(
+        await pool.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+    )
+
+
+def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    exe = shutil.which("py-spy", path=str(BIN)) or shutil.which("py-spy")
+    if exe is None:
+        return None
+    argv = [exe, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--nonblocking"]
+    return subprocess.Popen([*argv, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+async def _measure(system: System, n: int, options: Options, results: Path) -> list[Row]:
+    engine = next(s for s in system.services if s.name == "engine-a")
+    out = Path(tempfile.mkdtemp(prefix="converge-profile-")) / "engine-a.txt"
+    spy = _start_py_spy(engine.pid, out) if options.profile else None
+    await asyncio.sleep(1.0 if spy else 0)  # let py-spy attach
+    cpu_before = {s.name: _cpu_seconds(s.pid) for s in system.services}
+    others_before = await asyncio.to_thread(_by_command, OTHERS)
+    ticks_before = _machine_ticks()
+    commits_before = await _commits(system.pool)
+    tables_before = await _table_stats(system.pool)
+    _, outcome = await system.create_and_wait("profiled", templates.layered(n), timeout=options.phase_timeout)
+    cpu = {s.name: _cpu_seconds(s.pid) - cpu_before[s.name] for s in system.services}
+    busy, total = (a - b for a, b in zip(_machine_ticks(), ticks_before, strict=True))
+    others: collections.Counter[str] = collections.Counter()
+    for pid, (comm, seconds) in (await asyncio.to_thread(_by_command, OTHERS)).items():
+        others[comm] += seconds - others_before.get(pid, (comm, 0.0))[1]
+    profile_text = ""
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        try:
+            _, err = await asyncio.to_thread(spy.communicate, None, 60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            err = b""
+        if out.exists():
+            profile_text, _ = summarise(out.read_text(), outcome.seconds)
+        else:
+            profile_text = f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}\n"
+        shutil.rmtree(out.parent, ignore_errors=True)
+    await asyncio.sleep(1.5)  # statistics reach pg_stat_* within a second
+    commits = await _commits(system.pool) - commits_before
+    tables_after = await _table_stats(system.pool)
+    rate = n / outcome.seconds if outcome.ok else None
+    rows = [
+        row(
+            "10k layered create (profiled)",
+            round(rate, 1) if rate else None,
+            "resources/s",
+            mode="distributed",
+            note=f"{outcome.status}, {outcome.seconds:.1f} s, py-spy attached to engine-a"
+            if spy
+            else f"{outcome.status}, {outcome.seconds:.1f} s",
+        ),
+        row("transactions committed per resource", round(commits / n, 2), "", note="all services' sessions"),
+    ]
+    for table, (ins, upd, dele) in sorted(tables_after.items()):
+        before = tables_before.get(table, (0, 0, 0))
+        written = (ins - before[0], upd - before[1], dele - before[2])
+        if sum(written) == 0:
+            continue
+        rows.append(
+            row(
+                f"rows written in {table} per resource",
+                round(sum(written) / n, 2),
+                "",
+                note=f"inserted {written[0]}, updated {written[1]}, deleted {written[2]}",
+            )
+        )
+    for name, seconds in sorted(cpu.items()):
+        rows.append(
+            row(
+                f"CPU ms per resource, {name}",
+                round(1000 * seconds / n, 3),
+                "ms",
+                note=f"{seconds:.1f} CPU s in {outcome.seconds:.1f} s",
+            )
+        )
+    for comm, seconds in sorted(others.items()):
+        rows.append(
+            row(
+                f"CPU ms per resource, {comm}",
+                round(1000 * seconds / n, 3),
+                "ms",
+                note=f"{seconds:.1f} CPU s, every process named {comm} (other users' work included)",
+            )
+        )
+    cores = os.cpu_count() or 1
+    rows.append(
+        row(
+            "whole machine busy during the create",
+            round(cores * busy / total, 2) if total else None,
+            "cores",
+            note=f"of {cores}; includes PostgreSQL, RabbitMQ and anything else running",
+        )
+    )
+    if profile_text:
+        header = f"# engine-a, py-spy, {n} resources layered create, distributed\n\n"
+        await asyncio.to_thread(results.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread((results / "engine-profile.txt").write_text, header + profile_text)
+        print(profile_text, flush=True)
+    return [{**r, "section": SECTION} for r in rows]
+
+
+async def _run(options: Options) -> list[Row]:
+    n = 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)
+    results = Path(options.results) if options.results else Path(__file__).parent / "results"
+    async with running("distributed", options) as system:
+        return await _measure(system, n, options, results)
+
+
+def run(options: Options) -> list[Row]:
+    return asyncio.run(_run(options))

@@ -1,0 +1,291 @@
+"""Nested stacks: what a nested resource's child stack is, and what it passes back. Pure.
+
+Where it sits: a resource whose type nests a stack — `OS::Heat::Stack`,
+`OS::Heat::ResourceGroup`, or a template resource (a type the environment
+maps to a template file) — is run by the engine, not by a worker
+(`services.engine.nested`): its job becomes an operation of a child stack.
+`child_goal` computes that child's goal from the resource's properties and
+the parent's environment and files; when the child's operation ends,
+`child_attributes` computes what the resource takes from it (the child's
+outputs; a group's from its members).
+
+A nested resource's recorded properties carry `GOAL_KEY`, a digest of what
+else its child's goal depends on (the parent's resource registry, parameter
+defaults and files), so a change there updates the child even when the
+properties are equal, and an unchanged child is left alone.
+
+Groups: members are named "0", "1", ... skipping removed names; scaling from
+N to M keeps the first min(N, M) names, so only the difference is created or
+deleted. A name removed by `removal_policies` is never used again (Heat's
+"blacklist"), remembered in the group's `removed_rsrc_list` attribute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from services.engine.template import OutputValue
+from services.engine.template.environment import is_template_reference
+from shared.errors import InvalidInput
+from shared.plugins.builtin.nested import GroupProperties, ResourceGroup, StackProperties
+from shared.plugins.builtin.nested import NestedStack as _NestedStack
+
+STACK_TYPE = _NestedStack.type_name
+GROUP_TYPE = ResourceGroup.type_name
+NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE})
+#: Recorded with a nested resource's properties; never passed to the child.
+GOAL_KEY = "converge:nested_goal"
+#: The template version of a group's generated child template.
+GROUP_TEMPLATE_VERSION = "2016-10-14"
+_NAME_LIMIT = 200  # child stack names stay well under the API's limits
+M = TypeVar("M", StackProperties, GroupProperties)
+
+
+def is_nested(type_name: str) -> bool:
+    """Whether resources of `type_name` are child stacks (run by the engine)."""
+    return type_name in NESTED_TYPES or is_template_reference(type_name)
+
+
+class NestedInvalid(InvalidInput):
+    """A nested resource's properties cannot make a child stack."""
+
+
+@dataclass(frozen=True)
+class ChildGoal:
+    """What the child stack should be: as an update of a stack would take it."""
+
+    template: Mapping[str, Any] | str
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    timeout_mins: int | None = None
+
+
+def child_environment(environment: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of the parent's environment a child inherits: its resource registry
+    and parameter defaults (its `parameters` are the parent's own inputs)."""
+    out: dict[str, Any] = {}
+    for section in ("resource_registry", "parameter_defaults"):
+        value = environment.get(section)
+        if isinstance(value, Mapping) and value:
+            out[section] = dict(value)
+    return out
+
+
+def goal_digest(environment: Mapping[str, Any], files: Mapping[str, str]) -> str:
+    """Digest of what a child's goal depends on besides the resource's properties."""
+    text = json.dumps({"environment": child_environment(environment), "files": dict(files)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def with_digest(properties: Mapping[str, Any], digest: str) -> dict[str, Any]:
+    return {**properties, GOAL_KEY: digest}
+
+
+def without_digest(properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in properties.items() if k != GOAL_KEY}
+
+
+def child_name(parent_name: str, resource_name: str, child_id: str) -> str:
+    """`{parent}-{resource}-{short id}`, as Heat names nested stacks."""
+    name = f"{parent_name}-{resource_name}-{child_id.replace('-', '')[:12]}"
+    return name if len(name) <= _NAME_LIMIT else name[-_NAME_LIMIT:].lstrip("-_.") or name[-12:]
+
+
+def child_goal(
+    type_name: str,
+    properties: Mapping[str, Any],
+    *,
+    environment: Mapping[str, Any],
+    files: Mapping[str, str],
+    timeout_mins: int | None,
+    members: Mapping[str, str] | None = None,
+    removed: Sequence[str] = (),
+) -> ChildGoal:
+    """The goal of the child stack of a resource of `type_name` with `properties`.
+
+    `environment` and `files` are the parent's; `timeout_mins` the parent's
+    timeout, inherited unless the resource sets its own. For a group,
+    `members` maps each current member's reference id to its name and
+    `removed` are the names removed before (see `group_plan`).
+    Raises `NestedInvalid` when the properties cannot make a child.
+    """
+    env = child_environment(environment)
+    props = without_digest(properties)
+    if type_name == STACK_TYPE:
+        stack = _validated(StackProperties, props, type_name)
+        return ChildGoal(
+            stack.template, env, dict(stack.parameters), dict(files), stack.timeout or timeout_mins
+        )
+    if type_name == GROUP_TYPE:
+        group = _validated(GroupProperties, props, type_name)
+        plan = group_plan(group, members=members or {}, removed=removed)
+        return ChildGoal(group_template(group, plan), env, {}, dict(files), timeout_mins)
+    if is_template_reference(type_name):
+        content = files.get(type_name)
+        if content is None:
+            raise NestedInvalid(f"template file {type_name!r} is not in the stack's files")
+        return ChildGoal(content, env, props, dict(files), timeout_mins)
+    raise NestedInvalid(f"{type_name} is not a nested stack type")
+
+
+def _validated(schema: type[M], props: Mapping[str, Any], type_name: str) -> M:
+    try:
+        return schema.model_validate(dict(props))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "properties"
+        raise NestedInvalid(f"{type_name} property {where}: {err['msg']}") from None
+
+
+# -- groups -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    members: tuple[str, ...]  # names, in index order
+    removed: tuple[str, ...]  # names never to use again
+
+
+def group_plan(group: GroupProperties, *, members: Mapping[str, str], removed: Sequence[str]) -> GroupPlan:
+    """The member names of `group`: the first `count` of "0", "1", ... not removed.
+
+    `members` maps the reference id of each current member to its name, so
+    removal_policies may name members either way; `removed` are the names
+    removed by earlier updates (kept unless the mode is "update").
+    """
+    listed = [
+        members.get(entry, entry) for policy in group.removal_policies for entry in policy.resource_list
+    ]
+    kept = [] if group.removal_policies_mode == "update" else list(removed)
+    gone = tuple(dict.fromkeys([*kept, *listed]))
+    excluded = set(gone)
+    names = itertools.islice((str(i) for i in itertools.count() if str(i) not in excluded), group.count)
+    return GroupPlan(tuple(names), gone)
+
+
+def group_template(group: GroupProperties, plan: GroupPlan) -> dict[str, Any]:
+    """The group's child template: one resource per member, `index_var` replaced by
+    the member's name; the removed names are an output (`removed_rsrc_list`)."""
+    definition = group.resource_def
+    resources: dict[str, Any] = {}
+    for name in plan.members:
+        snippet: dict[str, Any] = {"type": definition.type}
+        if definition.properties is not None:
+            snippet["properties"] = _substitute(definition.properties, group.index_var, name)
+        if definition.metadata is not None:
+            snippet["metadata"] = _substitute(definition.metadata, group.index_var, name)
+        resources[name] = snippet
+    return {
+        "heat_template_version": GROUP_TEMPLATE_VERSION,
+        "resources": resources,
+        "outputs": {"removed_rsrc_list": {"value": list(plan.removed)}},
+    }
+
+
+def _substitute(value: Any, variable: str, index: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(variable, index)
+    if isinstance(value, list):
+        return [_substitute(v, variable, index) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, variable, index) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    reference_id: str | None
+    attributes: Mapping[str, Any]
+
+
+def _index(name: str) -> tuple[int, str]:
+    return (int(name), name) if name.isdigit() else (1 << 62, name)
+
+
+def group_attributes(members: Sequence[Member], removed: Sequence[str]) -> dict[str, Any]:
+    """A group's attributes from its members (see `ResourceGroup.attributes`)."""
+    ordered = sorted(members, key=lambda m: _index(m.name))
+    keys = list(dict.fromkeys(k for m in ordered for k in m.attributes))
+    out: dict[str, Any] = {
+        "refs": [m.reference_id for m in ordered],
+        "refs_map": {m.name: m.reference_id for m in ordered},
+        "attributes": {k: {m.name: m.attributes.get(k) for m in ordered} for k in keys},
+        "outputs": {m.name: dict(m.attributes) for m in ordered},
+        "removed_rsrc_list": list(removed),
+    }
+    for m in ordered:
+        out[f"resource.{m.name}"] = dict(m.attributes)
+    for key in keys:
+        out.setdefault(key, [m.attributes.get(key) for m in ordered])
+    return out
+
+
+class GroupAttributes(Mapping[str, Any]):
+    """A group's stored attributes, plus `resource.<n>.<name>` read through."""
+
+    def __init__(self, stored: Mapping[str, Any]) -> None:
+        self._stored = stored
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._stored:
+            return self._stored[name]
+        if name.startswith("resource."):
+            index, _, attribute = name[len("resource.") :].partition(".")
+            member = self._stored.get(f"resource.{index}")
+            if attribute and isinstance(member, Mapping) and attribute in member:
+                return member[attribute]
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+
+# -- what a child passes back ---------------------------------------------------
+
+
+def output_values(outputs: Mapping[str, OutputValue]) -> dict[str, Any]:
+    return {k: v.value for k, v in outputs.items()}
+
+
+def child_attributes(
+    type_name: str,
+    *,
+    child_id: str,
+    child_name: str,
+    outputs: Mapping[str, OutputValue],
+    members: Sequence[Member] = (),
+) -> dict[str, Any]:
+    """The attributes a nested resource of `type_name` takes from its child."""
+    values = output_values(outputs)
+    if type_name == GROUP_TYPE:
+        removed = values.get("removed_rsrc_list")
+        return group_attributes(members, [str(r) for r in removed] if isinstance(removed, list) else [])
+    if type_name == STACK_TYPE:
+        listed = [
+            {"output_key": k, "output_value": v.value, "description": v.description or "No description given"}
+            for k, v in outputs.items()
+        ]
+        return {**values, "outputs": values, "outputs_list": listed, "stack_name": child_name}
+    # A template resource: its outputs; OS::stack_id is the child's id unless an output sets it.
+    return {
+        "OS::stack_id": child_id,
+        **{k: v for k, v in values.items() if v is not None or k != "OS::stack_id"},
+    }
+
+
+def removed_names(attributes: Mapping[str, Any]) -> list[str]:
+    """The names a group removed before (its `removed_rsrc_list` attribute)."""
+    removed = attributes.get("removed_rsrc_list")
+    return [str(r) for r in removed] if isinstance(removed, list) else []

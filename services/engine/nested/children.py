@@ -1,0 +1,326 @@
+"""Running a nested resource's job as an operation of its child stack (async shell).
+
+Where it sits: `checks.Convergence.handle` passes `NestedStackJob` and
+`CancelNested` messages here, inside the transaction that claimed the message
+(inbox) and that commits the effects (rows, events, outbox).
+
+`start` runs the parent's job on the child, in one transaction: a create
+makes the child stack row (recording its parent, the owning resource and the
+depth, and the child's id as the resource's physical id); every job sets the
+child's `owner_job_id` to the job and begins the child's operation — update
+to the goal `core.nesting.child_goal` computes, delete, check, suspend or
+resume — through the same traversal code as any stack, which preempts
+whatever the child was doing. A job the parent no longer waits for is
+dropped; one whose parent operation ended before it started is answered
+FAILED. A child goal that is invalid, or too deep, is answered FAILED with
+the reason, naming the resource.
+
+`cancel` stops the child operation answering one job (as a cancel without
+rollback does) and cancels its own children the same way.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.nesting import (
+    GROUP_TYPE,
+    ChildGoal,
+    NestedInvalid,
+    child_goal,
+    child_name,
+    removed_names,
+)
+from services.engine.definitions import DefinitionCache, identity_of
+from services.engine.effects import Effects
+from services.engine.jobs import reference_data
+from services.engine.nested.answer import Answers, cancel_children
+from services.engine.nested.messages import CancelNested, NestedStackJob
+from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.template import (
+    DEFAULT_LIMITS,
+    StackDefinition,
+    TemplateInvalid,
+    TemplateLimits,
+    load_stack,
+)
+from services.engine.template.loader import DocumentError, load_document
+from services.engine.traversal import EMPTY_TEMPLATE, STACK_ACTIONS, begin_stack_action, begin_traversal
+from shared.errors import ConflictError
+from shared.plugins import ResourceType
+from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
+
+log = structlog.get_logger(__name__)
+
+
+class Children:
+    def __init__(
+        self,
+        *,
+        definitions: DefinitionCache,
+        types: Mapping[str, type[ResourceType]],
+        answers: Answers,
+        limits: TemplateLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self._definitions = definitions
+        self._types = types
+        self._answers = answers
+        self._limits = limits
+
+    # -- a parent job ----------------------------------------------------------
+
+    async def start(self, tx: Tx, job: NestedStackJob, fx: Effects) -> None:
+        row = await tx.resource(job.resource_id)
+        if row is None or row.current_job != job.job_id:
+            log.info("nested_job_superseded", job_id=job.job_id)
+            return
+        parent = await tx.stack(row.stack_id)
+        if parent is None or row.traversal_id is None or parent.current_traversal != row.traversal_id:
+            reason = "the parent's operation ended before the nested stack started"
+            _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason)
+            return
+        child = await self._live_child(tx, row)
+        if job.action is JobAction.DELETE:
+            if child is None:
+                _answer(fx, parent, row, job, JobOutcome.COMPLETE, physical_id=row.physical_id)
+                return
+            await self._delete(tx, child, job, fx)
+        elif job.action in (JobAction.CHECK, JobAction.SUSPEND, JobAction.RESUME):
+            if child is None or child.current_template_id is None:
+                _answer(fx, parent, row, job, JobOutcome.FAILED, reason="the nested stack does not exist")
+                return
+            await self._stack_action(tx, child, job, fx)
+        else:
+            await self._converge(tx, parent, row, child, job, fx)
+
+    async def _live_child(self, tx: Tx, row: ResourceRow) -> StackRow | None:
+        if row.physical_id is None:
+            return None
+        try:
+            child_id = StackId(uuid.UUID(row.physical_id))
+        except ValueError:
+            return None
+        return await tx.stack(child_id)
+
+    async def _claim(
+        self, tx: Tx, child: StackRow, job: NestedStackJob
+    ) -> tuple[StackRow, list[ResourceRow]]:
+        """Lock the child as operations do (rows, then stack) and make it answer `job`."""
+        existing = await tx.claim_resources(child.stack_id)
+        locked = await tx.stack(child.stack_id, lock=True)
+        if locked is None:
+            raise ConflictError(f"nested stack {child.stack_id} went away while starting its operation")
+        await tx.set_owner_job(child.stack_id, job.job_id)
+        log.info("nested_operation", child=str(child.stack_id), action=job.action.value, job_id=job.job_id)
+        return locked, existing
+
+    async def _delete(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
+        locked, existing = await self._claim(tx, child, job)
+        definition = load_stack(
+            dict(EMPTY_TEMPLATE), types=self._types, identity=identity_of(locked), limits=self._limits
+        )
+        template_id = await self._store_goal(tx, locked, definition, EMPTY_TEMPLATE, {}, {}, {})
+        await begin_traversal(
+            tx,
+            locked,
+            template_id=template_id,
+            definition=definition,
+            action=Action.DELETE,
+            fx=fx,
+            existing=existing,
+            answers=self._answers,
+        )
+
+    async def _stack_action(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
+        locked, existing = await self._claim(tx, child, job)
+        action = Action(job.action.value.upper())
+        assert action in STACK_ACTIONS
+        await begin_stack_action(tx, locked, action=action, fx=fx, existing=existing, answers=self._answers)
+
+    async def _converge(
+        self,
+        tx: Tx,
+        parent: StackRow,
+        row: ResourceRow,
+        child: StackRow | None,
+        job: NestedStackJob,
+        fx: Effects,
+    ) -> None:
+        """Create the child, or update it, to the goal the resource's properties give."""
+        depth = parent.nested_depth + 1
+        if depth > self._limits.max_nested_depth:
+            reason = (
+                f"resource {row.name} of stack {parent.name} would nest a stack at depth {depth}, "
+                f"more than the maximum nested depth of {self._limits.max_nested_depth} "
+                "(CONVERGE_MAX_NESTED_DEPTH)"
+            )
+            _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
+            return
+        child_id = child.stack_id if child is not None else StackId(uuid.uuid4())
+        draft = child or StackRow(
+            child_id,
+            parent.project_id,
+            child_name(parent.name, row.name, str(child_id)),
+            Action.INIT,
+            Status.COMPLETE,
+            "",
+            None,
+            None,
+            None,
+            disable_rollback=True,  # the parent rolls its children back
+            owner_stack_id=parent.stack_id,
+            owner_resource_id=row.resource_id,
+            nested_depth=depth,
+        )
+        try:
+            goal, template, definition = await self._goal(tx, parent, row, child, draft)
+        except (NestedInvalid, TemplateInvalid) as exc:
+            reason = f"the nested stack of resource {row.name} is invalid: {exc}"
+            _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
+            return
+        if child is None:
+            if not await tx.insert_stack(
+                child_id,
+                project_id=draft.project_id,
+                name=draft.name,
+                disable_rollback=True,
+                timeout_mins=goal.timeout_mins,
+                tags=(),
+                owner=(parent.stack_id, row.resource_id),
+                nested_depth=depth,
+            ):
+                raise ConflictError(f"nested stack name {draft.name} is taken; will retry with another")
+            if not await tx.update_resource(row, physical_id=str(child_id)):
+                raise ConflictError(f"resource {row.resource_id} changed while creating its nested stack")
+            child = draft
+        elif child.timeout_mins != goal.timeout_mins:
+            await tx.set_timeout(child.stack_id, goal.timeout_mins)
+        locked, existing = await self._claim(tx, child, job)
+        template_id = await self._store_goal(
+            tx, locked, definition, template, goal.environment, goal.parameters, goal.files
+        )
+        await begin_traversal(
+            tx,
+            locked,
+            template_id=template_id,
+            definition=definition,
+            action=Action.CREATE if locked.action is Action.INIT else Action.UPDATE,
+            fx=fx,
+            existing=existing,
+            answers=self._answers,
+        )
+
+    async def _goal(
+        self, tx: Tx, parent: StackRow, row: ResourceRow, child: StackRow | None, draft: StackRow
+    ) -> tuple[ChildGoal, dict[str, Any], StackDefinition]:
+        """The child's goal, its template as a document, and its validated definition."""
+        template_id = row.job_template_id or parent.current_template_id
+        record = await tx.template(template_id) if template_id is not None else None
+        if record is None:
+            raise NestedInvalid(f"the template of stack {parent.name} is missing")
+        members: dict[str, str] = {}
+        if row.type == GROUP_TYPE and child is not None:
+            for member in await tx.resources(child.stack_id):
+                ref = reference_data(member, self._types).reference_id
+                if member.replaced_by is None and ref is not None:
+                    members[ref] = member.name
+        goal = child_goal(
+            row.type,
+            row.job_properties or {},
+            environment=record.environment,
+            files=record.files,
+            timeout_mins=parent.timeout_mins,
+            members=members,
+            removed=removed_names(row.attributes),
+        )
+        try:
+            template = load_document(goal.template, limits=self._limits, what="template")
+        except DocumentError as exc:
+            raise NestedInvalid(str(exc)) from None
+        definition = load_stack(
+            template,
+            environment=dict(goal.environment),
+            parameters=dict(goal.parameters),
+            files=dict(goal.files),
+            types=self._types,
+            identity=identity_of(draft),
+            limits=self._limits,
+        )
+        return goal, template, definition
+
+    async def _store_goal(
+        self,
+        tx: Tx,
+        child: StackRow,
+        definition: StackDefinition,
+        template: Mapping[str, Any],
+        environment: Mapping[str, Any],
+        parameters: Mapping[str, Any],
+        files: Mapping[str, str],
+    ) -> TemplateId:
+        template_id = TemplateId(uuid.uuid4())
+        record = TemplateRecord(template_id, template, environment, files, parameters)
+        await tx.insert_template(child.stack_id, record)
+        self._definitions.put(template_id, definition)
+        return template_id
+
+    # -- cancel ---------------------------------------------------------------
+
+    async def cancel(self, tx: Tx, msg: CancelNested, fx: Effects) -> None:
+        """Stop the child operation answering `msg.job_id` (nothing if it moved on)."""
+        rows = await tx.claim_resources(StackId(msg.stack_id))
+        child = await tx.stack(StackId(msg.stack_id), lock=True)
+        if child is None or child.owner_job_id != msg.job_id or child.status is not Status.IN_PROGRESS:
+            return
+        await stop_stack(tx, child, rows, fx, answers=self._answers)
+
+
+async def stop_stack(
+    tx: Tx, stack: StackRow, rows: list[ResourceRow], fx: Effects, *, answers: Answers | None
+) -> None:
+    """End `stack`'s operation where it is (FAILED, cancelled) and cancel its children's.
+    `rows` are its rows, claimed in this transaction."""
+    reason = f"Stack {stack.action.value} cancelled"
+    await tx.stop_operation(stack.stack_id, TraversalId(uuid.uuid4()), reason)
+    fx.stack_event(stack, stack.action.value, "FAILED", reason)
+    cancelled = cancel_children(rows, fx)
+    if answers is not None:
+        await answers.stack_ended(tx, stack, Status.FAILED, reason, fx)
+    log.info("stack_cancelled", stack_id=str(stack.stack_id), children=cancelled)
+
+
+def _answer(
+    fx: Effects,
+    parent: StackRow | None,
+    row: ResourceRow,
+    job: NestedStackJob,
+    outcome: JobOutcome,
+    *,
+    reason: str = "",
+    physical_id: str | None = None,
+) -> None:
+    """Answer the parent's job at once (nothing to run, or nothing can run)."""
+    if outcome is JobOutcome.FAILED:
+        log.warning("nested_job_failed", resource=row.name, reason=reason)
+    fx.emit(
+        ENGINE_QUEUE,
+        JobResult(
+            id=f"{job.job_id}:nested",
+            job_id=job.job_id,
+            stack_id=str(row.stack_id),
+            traversal_id=str(row.traversal_id),
+            resource_id=row.resource_id,
+            resource_name=row.name,
+            action=job.action,
+            outcome=outcome,
+            physical_id=physical_id,
+            reason=reason,
+            resource_type=row.type,
+            project_id=parent.project_id if parent is not None else "",
+        ),
+    )

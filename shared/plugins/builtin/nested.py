@@ -1,0 +1,147 @@
+"""OS::Heat::Stack and OS::Heat::ResourceGroup: types whose resource is a child stack.
+
+Where they sit: declared here, like any type, so templates using them validate
+(property schemas, attributes) and `resource_type show` describes them; but
+their actions are run by the engine, not by a worker: a job of a nested type
+becomes an operation of the child stack (`services.engine.nested`), which is
+processed as an independent stack by whichever engines take its messages. A
+worker handed such a job refuses it with a clear error.
+
+Template resources (a type the environment maps to a template file) need no
+declaration: their properties are the template's parameters and their
+attributes its outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from shared.errors import PermanentError
+from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, prop
+
+
+class NamedAndAnyAttributes(Mapping[str, str]):
+    """Attributes with a few documented names that also admit any other name
+    (an output of the child stack, or an attribute of every group member)."""
+
+    def __init__(self, named: Mapping[str, str], other: str) -> None:
+        self._named = dict(named)
+        self._other = other
+
+    def __getitem__(self, name: str) -> str:
+        return self._named.get(name, self._other)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._named)
+
+    def __len__(self) -> int:
+        return len(self._named)
+
+
+class EngineRun(ResourceType):
+    """A type whose actions the engine runs as child-stack operations."""
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        raise PermanentError(f"{self.type_name} is run by the engine as a nested stack, not by a worker")
+
+    async def update(
+        self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
+    ) -> ActionResult:
+        raise PermanentError(f"{self.type_name} is run by the engine as a nested stack, not by a worker")
+
+    async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        raise PermanentError(f"{self.type_name} is run by the engine as a nested stack, not by a worker")
+
+
+class StackProperties(Properties):
+    template: str | dict[str, Any] = prop(
+        description="The nested stack's template: a HOT document as text (e.g. from get_file) or a map."
+    )
+    parameters: dict[str, Any] = prop({}, description="Parameter values of the nested stack.")
+    timeout: int | None = prop(
+        None, ge=1, description="Minutes each operation of the nested stack may take (unset: no limit)."
+    )
+
+
+class NestedStack(EngineRun):
+    type_name = "OS::Heat::Stack"
+    description = "A stack nested in this one: its template, parameters and timeout are properties."
+    properties = StackProperties
+    attributes = NamedAndAnyAttributes(
+        {
+            "outputs": "The nested stack's outputs, as a map of output name to value.",
+            "outputs_list": "The nested stack's outputs as a list of {output_key, output_value, "
+            "description}.",
+            "stack_name": "The nested stack's name.",
+        },
+        "The value of the nested stack's output of that name.",
+    )
+    attribute_types = {"outputs": "Map", "outputs_list": "List", "stack_name": "String"}
+    support_version = "2014.2"
+
+
+class _Nested(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+
+class ResourceDefinition(_Nested):
+    type: str = prop(description="The type of every member.")
+    properties: dict[str, Any] | None = prop(None, description="The members' properties.")
+    metadata: dict[str, Any] | None = prop(None, description="The members' metadata.")
+
+
+class RemovalPolicy(_Nested):
+    resource_list: list[str] = prop(
+        [],
+        description="Members to remove, by name or by reference (an entry of the refs attribute); "
+        "a removed name is never used again.",
+    )
+
+
+class GroupProperties(Properties):
+    count: int = prop(1, ge=0, description="The number of members.")
+    index_var: str = prop(
+        "%index%",
+        min_length=3,
+        description="Replaced by the member's index in every string of resource_def.",
+    )
+    resource_def: ResourceDefinition = prop(description="The definition of every member.")
+    removal_policies: list[RemovalPolicy] = prop([], description="Members to remove on the next update.")
+    removal_policies_mode: Literal["append", "update"] = prop(
+        "append",
+        description="append: removed names add to those removed before; update: they replace them.",
+    )
+
+
+class ResourceGroup(EngineRun):
+    type_name = "OS::Heat::ResourceGroup"
+    description = (
+        "A group of identical members (resource_def) in a nested stack; scaling creates or removes "
+        "only the difference."
+    )
+    properties = GroupProperties
+    attributes = NamedAndAnyAttributes(
+        {
+            "refs": "The members' reference ids, in index order.",
+            "refs_map": "Member name -> reference id.",
+            "attributes": "attributes.<name>: member name -> that member's attribute <name>.",
+            "outputs": "Member name -> that member's attributes (a template resource's outputs).",
+            "removed_rsrc_list": "Names removed by removal_policies (never used again).",
+            "resource.<n>": "Member <n>'s attributes; resource.<n>.<name> is one of them.",
+        },
+        "The list of that attribute of every member, in index order.",
+    )
+    attribute_types = {
+        "refs": "List",
+        "refs_map": "Map",
+        "attributes": "Map",
+        "outputs": "Map",
+        "removed_rsrc_list": "List",
+    }
+    support_version = "2014.1"
