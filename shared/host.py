@@ -201,6 +201,7 @@ async def serve_plugin_service(
             prefix=settings.queue_prefix,
             max_deliveries=settings.max_deliveries,
             connection_name=f"{settings.queue_prefix}:{name}",
+            wait=settings.connect_wait_seconds,
         )
         registry = CollectorRegistry()
         runtime = PluginRuntime(

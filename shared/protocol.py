@@ -11,11 +11,15 @@ would have.
 A job's `job_id` is its idempotency key: stable across redeliveries of the
 same job, new for every new action (a re-create after drift gets a new one).
 A result's id is derived from the job id, so the engine's inbox drops a
-duplicate result of a redelivered job.
+duplicate result of a redelivered job; a settled result's id also names the
+physical resource (`result_id`), so a replay that made a *different*
+resource (the same job delivered again after its resource was deleted)
+reaches the engine, which reaps what nobody owns.
 """
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Any
 
@@ -107,10 +111,9 @@ class JobResult(Message):
 
     @classmethod
     def for_job(cls, job: ResourceJob, outcome: JobOutcome, *, reporter: str, **fields: Any) -> JobResult:
-        """The outcome of `job`; its id is derived from the job's and the reporter
-        ("result" from a worker, "observed" from an observer), so duplicates dedupe."""
+        """The outcome of `job`, its id made by `result_id`."""
         return cls(
-            id=f"{job.job_id}:{reporter}",
+            id=result_id(job.job_id, reporter, outcome, fields.get("physical_id")),
             job_id=job.job_id,
             stack_id=job.stack_id,
             traversal_id=job.traversal_id,
@@ -124,6 +127,23 @@ class JobResult(Message):
             project_id=job.project_id,
             **fields,
         )
+
+
+def result_id(job_id: str, reporter: str, outcome: JobOutcome, physical_id: str | None) -> str:
+    """`<job_id>:<reporter>` ("result" from a worker, "observed" from an observer),
+    so a duplicate result of a redelivered job dedupes in the engine's inbox.
+
+    A settled result (complete or failed) with a physical id adds a digest of
+    it: a redelivery that found the same resource (the plugin honoured the
+    idempotency key) still dedupes, but one that made another resource is a
+    different fact the engine must see, or that resource would leak. An
+    in-progress result keeps the plain id: a plugin may encode its progress in
+    the physical id, which must not make one action look like two.
+    """
+    base = f"{job_id}:{reporter}"
+    if outcome is JobOutcome.IN_PROGRESS or physical_id is None:
+        return base
+    return f"{base}:{hashlib.sha256(physical_id.encode()).hexdigest()[:12]}"
 
 
 class ObserveRequest(Message):

@@ -81,6 +81,13 @@ class CommonSettings(BaseSettings):
         le=3600,
         description="On SIGTERM, how long in-flight work may take to finish (seconds).",
     )
+    connect_wait_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=3600,
+        description="At start-up, how long to keep trying to reach RabbitMQ and PostgreSQL "
+        "before giving up (seconds).",
+    )
 
     @field_validator("amqp_url")
     @classmethod

@@ -56,6 +56,7 @@ async def open_bus(settings: UpSettings) -> Bus:
         prefix=settings.queue_prefix,
         max_deliveries=settings.max_deliveries,
         connection_name=f"{settings.queue_prefix}:up",
+        wait=settings.connect_wait_seconds,
     )
 
 

@@ -47,6 +47,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             prefix=settings.queue_prefix,
             max_deliveries=settings.max_deliveries,
             connection_name=f"{settings.queue_prefix}:engine",
+            wait=settings.connect_wait_seconds,
         )
         stack.push_async_callback(bus.close)
         engine = EngineService(

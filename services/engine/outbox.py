@@ -18,13 +18,14 @@ from typing import Any
 import asyncpg
 import structlog
 
+from services.engine.store.db import CONNECT_ERRORS
 from shared.bus import Bus
 from shared.errors import BusError, StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
 # Whatever a broker or database outage raises here; the rows stay for the relay.
-_UNAVAILABLE = (BusError, StoreUnavailable, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_UNAVAILABLE = (BusError, StoreUnavailable, asyncpg.PostgresError, *CONNECT_ERRORS)
 
 
 class Outbox:

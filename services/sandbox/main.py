@@ -44,6 +44,7 @@ async def serve(settings: SandboxSettings, stop: asyncio.Event) -> None:
                 prefix=settings.queue_prefix,
                 max_deliveries=settings.max_deliveries,
                 connection_name=f"{settings.queue_prefix}:sandbox",
+                wait=settings.connect_wait_seconds,
             )
             stack.push_async_callback(amqp.close)
             bus = amqp

@@ -80,14 +80,25 @@ class AmqpBus:
         max_deliveries: int = 5,
         connection_name: str = "converge",
         publish_timeout: float = 30.0,
+        wait: float = 0.0,
     ) -> AmqpBus:
-        try:
-            connection = await aio_pika.connect_robust(
-                url, client_properties={"connection_name": connection_name}, timeout=10
-            )
-            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        except (*_RETRYABLE, aiormq.exceptions.AMQPError, OSError) as exc:
-            raise BusError(f"cannot connect to RabbitMQ: {exc}") from exc
+        """Connect, trying again for up to `wait` seconds while the broker is not
+        reachable (starting, restarting, overloaded); then `BusError`."""
+        loop = asyncio.get_running_loop()
+        deadline, pause = loop.time() + wait, 0.5
+        while True:
+            try:
+                connection = await aio_pika.connect_robust(
+                    url, client_properties={"connection_name": connection_name}, timeout=10
+                )
+                channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+                break
+            except (*_RETRYABLE, aiormq.exceptions.AMQPError, OSError) as exc:
+                if loop.time() + pause > deadline:
+                    raise BusError(f"cannot connect to RabbitMQ: {exc!r}") from exc
+                log.warning("waiting_for_rabbitmq", error=repr(exc), retry_in=pause)
+                await asyncio.sleep(pause)
+                pause = min(5.0, pause * 2)
         connection.reconnect_callbacks.add(_log_reconnect)
         return cls(
             connection,

@@ -8,11 +8,9 @@ engine must reap as an orphan.
 
 Real: PostgreSQL, the engine, worker and observer (in-process bus, no
 disorder); the replayed job is the original one, rebuilt from the database.
-Known bug, hence the strict xfail: the replay's result has the same message
-id as the first run's ("<job_id>:result", `JobResult.for_job`), so the
-engine's inbox drops it as a duplicate and the orphan is never reaped. The
-crash-injection suite leaves this window out until it is fixed (see
-tests/support/crashes.py).
+The replay's result names a different physical resource than the first
+run's, so its message id differs (`shared.protocol.result_id`) and the
+engine's inbox lets it through to the reaper.
 """
 
 from __future__ import annotations
@@ -30,11 +28,6 @@ pytestmark = pytest.mark.integration
 TEMPLATE = {"heat_template_version": "2016-10-14", "resources": {"a": {"type": "Test::Thing"}}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replayed job's result reuses the first result's message id, so the inbox drops it "
-    "and the orphan it created is never reaped",
-)
 async def test_the_same_create_job_replayed_after_a_delete_leaks_nothing(database_url: str) -> None:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
         stack = await cv.create("s", TEMPLATE)

@@ -31,11 +31,12 @@ class Engine:
 
     def __init__(self, bus: AmqpBus) -> None:
         self.bus = bus
-        self.results: dict[str, JobResult] = {}  # by message id: `<job>:result`, `<job>:observed`
+        self.results: dict[str, JobResult] = {}  # by `<job>:result` and `<job>:observed`
 
     async def handle(self, message: Message, _: Delivery) -> None:
         assert isinstance(message, JobResult)
-        self.results[message.id] = message
+        job_id, reporter = message.id.split(":")[:2]  # a settled result's id also names its resource
+        self.results[f"{job_id}:{reporter}"] = message
 
     def job(self, resource_type: str, action: JobAction, **fields: Any) -> ResourceJob:
         return ResourceJob(

@@ -1,6 +1,8 @@
 """PostgreSQL or RabbitMQ restarting mid-operation: every service reconnects by
 itself and carries on, and nothing in flight is lost.
 
+An engine started while both are down waits for them instead of exiting.
+
 Real: a PostgreSQL server or a RabbitMQ node of the test's own (the shared ones
 stay up for other tests), restarted under a 100-resource create; 2 engines,
 2 workers and an observer as OS processes; a REST API on 127.0.0.1 managed
@@ -18,7 +20,9 @@ import pytest
 
 from services.engine.operations import Goal
 from tests.support.fake_rest_api import FakeApi, serve
+from tests.support.ports import free_port
 from tests.support.private_servers import PrivatePostgres, PrivateRabbit
+from tests.support.processes import ServiceProcess
 from tests.support.service_cluster import (
     Driver,
     ServiceCluster,
@@ -124,3 +128,31 @@ async def test_a_rabbitmq_restart_mid_create_loses_nothing(
     finally:
         await cluster.stop()
         await driver.close()
+
+
+@pytest.mark.timeout(300)
+async def test_an_engine_started_before_its_database_and_broker_waits_for_them(
+    postgres: PrivatePostgres, rabbit: PrivateRabbit
+) -> None:
+    url = await postgres.create_database("converge")
+    await postgres.crash()
+    await rabbit.stop_app()
+    engine = ServiceProcess(
+        ["converge-engine"],
+        {
+            "CONVERGE_DATABASE_URL": url,
+            "CONVERGE_AMQP_URL": rabbit.url,
+            "CONVERGE_QUEUE_PREFIX": "late-start",
+            "CONVERGE_API_PORT": str(free_port()),
+            "CONVERGE_CONNECT_WAIT_SECONDS": "600",  # far beyond this test's own bounds
+        },
+    )
+    await engine.start()
+    try:
+        await engine.wait_for_event("waiting_for_postgresql")
+        await postgres.start_again()
+        await engine.wait_for_event("waiting_for_rabbitmq")
+        await rabbit.start_app()
+        await engine.wait_for_event("ready", timeout=120)
+    finally:
+        await engine.stop()

@@ -9,6 +9,7 @@ statements to this gateway (split into modules per table family as it grows).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import uuid
@@ -16,38 +17,56 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import structlog
 
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, StoreUnavailable
 
-_CONNECT_ERRORS = (
+log = structlog.get_logger(__name__)
+
+CONNECT_ERRORS = (
     OSError,
     asyncpg.exceptions.CannotConnectNowError,  # starting up, shutting down, in recovery
     asyncpg.exceptions.PostgresConnectionError,  # e.g. the connection died mid-query
     asyncpg.exceptions.AdminShutdownError,  # the server is stopping (fast or immediate)
     asyncpg.exceptions.CrashShutdownError,  # another backend crashed: the server restarts
     asyncpg.InterfaceError,
+    # The connection was cut mid-operation and asyncpg's own state machine
+    # refuses the next step (e.g. the rollback): the pool replaces it.
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.InvalidCatalogNameError,
     TimeoutError,
 )
 
 
-async def connect(url: str, *, size: int = 10, application_name: str = "converge") -> asyncpg.Pool:
-    """Open a pool to `url`; raise `StoreUnavailable` naming what failed. Connections
-    carry `application_name`, so operators see which service holds them."""
-    try:
-        pool: asyncpg.Pool = await asyncpg.create_pool(
-            url,
-            min_size=1,
-            max_size=size,
-            timeout=10,
-            command_timeout=60,
-            init=_init_connection,
-            server_settings={"application_name": application_name},
-        )
-    except _CONNECT_ERRORS as exc:
-        raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-    return pool
+async def connect(
+    url: str, *, size: int = 10, application_name: str = "converge", wait: float = 0.0
+) -> asyncpg.Pool:
+    """Open a pool to `url`, trying again for up to `wait` seconds while the server
+    is not reachable; then raise `StoreUnavailable` naming what failed (at once for
+    a database that does not exist). Connections carry `application_name`, so
+    operators see which service holds them."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + wait, 0.5
+    while True:
+        try:
+            pool: asyncpg.Pool = await asyncpg.create_pool(
+                url,
+                min_size=1,
+                max_size=size,
+                timeout=10,
+                command_timeout=60,
+                init=_init_connection,
+                server_settings={"application_name": application_name},
+            )
+            return pool
+        except CONNECT_ERRORS as exc:
+            missing = isinstance(exc, asyncpg.exceptions.InvalidCatalogNameError)
+            if missing or loop.time() + pause > deadline:
+                raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+            log.warning("waiting_for_postgresql", error=repr(exc), retry_in=pause)
+            await asyncio.sleep(pause)
+            pause = min(5.0, pause * 2)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -67,7 +86,7 @@ class Store:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 yield Tx(conn)
-        except _CONNECT_ERRORS as exc:
+        except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
         except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:
             raise ConflictError(f"concurrent update: {exc}") from exc
@@ -75,7 +94,7 @@ class Store:
     async def ping(self) -> bool:
         try:
             return bool(await self._pool.fetchval("SELECT 1"))
-        except (*_CONNECT_ERRORS, asyncpg.PostgresError):
+        except (*CONNECT_ERRORS, asyncpg.PostgresError):
             return False
 
     async def register_engine(self, engine_id: uuid.UUID, *, hostname: str, pid: int) -> None:
@@ -149,11 +168,11 @@ class Store:
     async def _execute(self, sql: str, *args: Any) -> str:
         try:
             return str(await self._pool.execute(sql, *args))
-        except _CONNECT_ERRORS as exc:
+        except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         try:
             return list(await self._pool.fetch(sql, *args))
-        except _CONNECT_ERRORS as exc:
+        except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc

@@ -29,7 +29,12 @@ async def open_database(settings: EngineSettings) -> AsyncIterator[asyncpg.Pool]
             stack.push_async_callback(embedded.stop)
             url = embedded.url
             log.info("embedded_postgres", data_dir=str(settings.data_dir))
-        pool = await connect(url, size=settings.db_pool_size, application_name="converge-engine")
+        pool = await connect(
+            url,
+            size=settings.db_pool_size,
+            application_name="converge-engine",
+            wait=settings.connect_wait_seconds,
+        )
         stack.push_async_callback(pool.close)
         async with pool.acquire() as conn:
             applied = await migrate(conn)
