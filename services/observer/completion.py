@@ -3,8 +3,9 @@
 Where it sits: the engine sends an `ObserveRequest` when a worker reported
 "in progress"; one observer takes it (the queue gives each request to one
 consumer, and to another if that one dies), `watch` polls the plugin's
-`observe` with growing pauses until the resource is ready, failed or gone, or
-the job's deadline passes, and returns the job's final outcome. For a stack
+`observe` with growing pauses (or when the plugin says looking again is worth
+it) until the resource is ready, failed or gone, or the job's deadline
+passes, and returns the job's final outcome. For a stack
 under observation the engine sends `ObserveResource`; `look` observes the
 resource once and returns what it saw, for the engine to judge drift.
 """
@@ -31,11 +32,19 @@ from shared.protocol import (
 
 @dataclass(frozen=True)
 class PollPolicy:
-    """Pauses between observations, in seconds: first, growth factor, cap."""
+    """Pauses between observations, in seconds: first, growth factor, cap; a
+    plugin's own `retry_after` is followed instead, within `floor` and `cap`."""
 
     first: float = 0.1
     factor: float = 1.5
     cap: float = 5.0
+    floor: float = 0.005
+
+    def after(self, observation: Observation, pause: float) -> tuple[float, float]:
+        """(how long to wait now, the next guessed pause). Pure."""
+        if observation.retry_after is not None:
+            return min(self.cap, max(self.floor, observation.retry_after)), pause
+        return pause, min(self.cap, pause * self.factor)
 
 
 DEFAULT_POLL = PollPolicy()
@@ -91,10 +100,10 @@ async def watch(
             if reason:
                 reason = f"Resource {heat_action} failed: {reason}"
             return _result(job, outcome, observation, reason)
-        if runtime.clock() + pause >= job.deadline:
+        wait, pause = policy.after(observation, pause)
+        if runtime.clock() + wait >= job.deadline:
             return _result(job, JobOutcome.FAILED, observation, f"Resource {heat_action} timed out")
-        await runtime.sleep(pause)
-        pause = min(policy.cap, pause * policy.factor)
+        await runtime.sleep(wait)
 
 
 async def look(request: ObserveResource, *, runtime: PluginRuntime, log: Any) -> ResourceObserved | None:

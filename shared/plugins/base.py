@@ -81,12 +81,16 @@ class ObservedState(StrEnum):
 @dataclass(frozen=True)
 class Observation:
     """What `observe` found: state, attributes, and actual property values
-    where the provider exposes them (None = not exposed)."""
+    where the provider exposes them (None = not exposed). `retry_after`: for a
+    resource still in progress, the seconds after which looking again is worth
+    it, where the provider knows (an ETA); the observer then waits that long
+    instead of guessing with its growing pauses."""
 
     state: ObservedState
     attributes: Mapping[str, Any] = field(default_factory=dict)
     properties: Mapping[str, Any] | None = None
     reason: str = ""
+    retry_after: float | None = None
 
 
 class ReplacementNeeded(ConvergeError):

@@ -140,7 +140,11 @@ class TestResource(ResourceType):
         mine = as_props(props, TestResourceProperties)
         _, pending = split_pending(physical_id)
         if pending is not None and ctx.clock() < pending.ready_at:
-            return Observation(ObservedState.IN_PROGRESS, reason=f"{pending.action} waiting")
+            return Observation(
+                ObservedState.IN_PROGRESS,
+                reason=f"{pending.action} waiting",
+                retry_after=pending.ready_at - ctx.clock(),
+            )
         if pending is not None and pending.action == "delete":
             return Observation(ObservedState.GONE)
         if pending is not None and pending.fail:
