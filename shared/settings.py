@@ -106,7 +106,9 @@ class EngineSettings(CommonSettings):
         None,
         description="PostgreSQL URL. Unset = embedded PostgreSQL (pgserver) under data_dir.",
     )
-    db_pool_size: int = Field(10, ge=1, le=200, description="asyncpg pool size per engine.")
+    db_pool_size: int = Field(
+        10, ge=2, le=200, description="asyncpg pool size per engine (one connection holds its lease)."
+    )
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
     api_port: int = Field(8004, ge=1, le=65535, description="Port of the API, health and metrics.")
     max_template_bytes: int = Field(

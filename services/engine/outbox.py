@@ -3,7 +3,8 @@
 Every message the engine emits is first written to `outbox` in the same
 transaction as the state change that caused it. After commit the engine
 publishes them at once and deletes the rows (the fast path). If it dies in
-between, any engine's relay (`relay_forever`) publishes rows older than
+between, any engine's relay (`relay_forever`) publishes its rows as soon as
+its lease is gone (services/engine/store/lease.py), and any row older than
 `stale_after` seconds. A message may thus be published twice, never lost;
 receivers are idempotent (inbox, job ids).
 """
@@ -19,6 +20,7 @@ import asyncpg
 import structlog
 
 from services.engine.store.db import CONNECT_ERRORS
+from services.engine.store.lease import LEASE_CLASS, LEASE_KEY_SQL
 from shared.bus import Bus
 from shared.errors import BusError, StoreUnavailable
 
@@ -33,6 +35,7 @@ class Outbox:
         self._pool = pool
         self._bus = bus
         self._stale_after = stale_after
+        self._key = LEASE_KEY_SQL.format(column="engine_id")
 
     async def publish(self, ids: Sequence[int], messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         """Fast path, right after commit. Failures are left to the relay."""
@@ -53,14 +56,21 @@ class Outbox:
         )
 
     async def relay_once(self, *, limit: int = 500) -> int:
-        """Publish stale rows (their engine died or its fast path failed)."""
+        """Publish the rows of engines that died (their lease is free: taking it
+        for this transaction succeeds) and rows older than `stale_after` (a
+        fast path that failed, or a writer without a lease)."""
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(
-                """SELECT outbox_id, queue, body FROM outbox
+                f"""WITH writers AS (SELECT DISTINCT engine_id FROM outbox WHERE engine_id IS NOT NULL),
+                        dead AS (SELECT engine_id FROM writers
+                                 WHERE pg_try_advisory_xact_lock($3, {self._key}))
+                   SELECT outbox_id, queue, body FROM outbox
                    WHERE created_at < now() - make_interval(secs => $1)
+                      OR engine_id IN (SELECT engine_id FROM dead)
                    ORDER BY outbox_id LIMIT $2 FOR UPDATE SKIP LOCKED""",
                 self._stale_after,
                 limit,
+                LEASE_CLASS,
             )
             if not rows:
                 return 0

@@ -39,6 +39,7 @@ from services.engine.operations import Operations
 from services.engine.outbox import Outbox
 from services.engine.signals import Signals
 from services.engine.store import Store
+from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.template import DEFAULT_LIMITS, TemplateLimits
 from shared.bus import Bus, Delivery
@@ -86,7 +87,8 @@ class EngineService:
             "Reports of a stack in progress that made no progress for the stall time.",
             registry=registry if registry is not None else CollectorRegistry(),
         )
-        self.store = Store(pool)
+        self.store = Store(pool, engine_id=engine_id)
+        self.lease = EngineLease(pool, engine_id, check_every=heartbeat_seconds)
         self.bus = bus
         self.engine_id = engine_id
         self.outbox = Outbox(pool=pool, bus=bus, stale_after=outbox_stale_seconds)
@@ -153,6 +155,7 @@ class EngineService:
 
     async def start(self) -> None:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
+        self._supervisor.spawn("engine-lease", self.lease.hold())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor())

@@ -77,15 +77,17 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 class Store:
     """All of the engine's database access goes through this gateway."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, engine_id: uuid.UUID | None = None) -> None:
+        """`engine_id`: the engine whose lease covers the outbox rows written here."""
         self._pool = pool
+        self._engine_id = engine_id
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         """One transaction; every convergence effect commits through one of these."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
-                yield Tx(conn)
+                yield Tx(conn, engine_id=self._engine_id)
         except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
         except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:

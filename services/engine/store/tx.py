@@ -124,8 +124,9 @@ class EventRecord:
 
 
 class Tx(ObservationStatements):
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
+        self._engine_id = engine_id  # written on outbox rows (the engine's lease)
 
     # -- inbox / outbox -----------------------------------------------------
 
@@ -140,10 +141,11 @@ class Tx(ObservationStatements):
         if not messages:
             return []
         rows = await self._c.fetch(
-            """INSERT INTO outbox (queue, body)
-               SELECT * FROM unnest($1::text[], $2::jsonb[]) RETURNING outbox_id""",
+            """INSERT INTO outbox (queue, body, engine_id)
+               SELECT q, b, $3 FROM unnest($1::text[], $2::jsonb[]) AS m(q, b) RETURNING outbox_id""",
             [q for q, _ in messages],
             [dict(body) for _, body in messages],
+            self._engine_id,
         )
         return [r["outbox_id"] for r in rows]
 
