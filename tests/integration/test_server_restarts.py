@@ -135,18 +135,19 @@ async def test_an_engine_started_before_its_database_and_broker_waits_for_them(
     postgres: PrivatePostgres, rabbit: PrivateRabbit
 ) -> None:
     url = await postgres.create_database("converge")
-    await postgres.crash()
-    await rabbit.stop_app()
     engine = ServiceProcess(
         ["converge-engine"],
         {
             "CONVERGE_DATABASE_URL": url,
             "CONVERGE_AMQP_URL": rabbit.url,
             "CONVERGE_QUEUE_PREFIX": "late-start",
+            # Picked while the broker holds its own port, so the two cannot be the same.
             "CONVERGE_API_PORT": str(free_port()),
             "CONVERGE_CONNECT_WAIT_SECONDS": "600",  # far beyond this test's own bounds
         },
     )
+    await postgres.crash()
+    await rabbit.stop_app()
     await engine.start()
     try:
         await engine.wait_for_event("waiting_for_postgresql")
