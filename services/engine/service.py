@@ -156,6 +156,10 @@ class EngineService:
     async def start(self) -> None:
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
         self._supervisor.spawn("engine-lease", self.lease.hold())
+        try:  # rows written before the lease is held look like a dead engine's
+            await asyncio.wait_for(self.lease.held.wait(), timeout=30)
+        except TimeoutError:
+            log.warning("engine_lease_not_held_yet")
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor())

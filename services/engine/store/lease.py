@@ -48,11 +48,14 @@ class EngineLease:
         while True:
             try:
                 async with self._pool.acquire() as conn:
-                    taken = await conn.fetchval(
+                    # Busy while another engine's relay checks whether we are dead
+                    # (it holds the key for its transaction), or, 1 in 2**32, while
+                    # a live engine's id starts with the same 4 bytes.
+                    while not await conn.fetchval(
                         "SELECT pg_try_advisory_lock($1, $2)", LEASE_CLASS, lease_key(self._engine_id)
-                    )
-                    if not taken:  # another live engine's id starts with the same 4 bytes
-                        log.warning("engine_lease_shared", engine_id=str(self._engine_id))
+                    ):
+                        log.warning("engine_lease_busy", engine_id=str(self._engine_id))
+                        await asyncio.sleep(self._check_every)
                     self.held.set()
                     while True:
                         await asyncio.sleep(self._check_every)
