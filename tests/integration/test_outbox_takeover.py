@@ -4,7 +4,8 @@ Real PostgreSQL, two engines' pools: engine A writes outbox rows while holding
 its lease; engine B's relay leaves them alone while A lives (they are not
 stale: `stale_after` is far away), and publishes them as soon as A's
 connections are gone, as a SIGKILL leaves them. The bus is in-process: only
-what the relay publishes is under test.
+what the relay publishes is under test. An engine whose lease key is busy
+(a relay is checking it) waits and takes the lease once the key is free.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import uuid
 
 import asyncpg
 import pytest
+import structlog.testing
 
 from services.engine.outbox import Outbox
 from services.engine.store import Store, connect
-from services.engine.store.lease import EngineLease
+from services.engine.store.lease import LEASE_CLASS, EngineLease, lease_key
 from services.engine.store.migrate import migrate
 from shared.bus.memory import MemoryBus
+from tests.support.bus_fixtures import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +65,28 @@ async def test_a_dead_engines_rows_are_relayed_without_waiting_for_them_to_go_st
         holding.cancel()
         pool_a.terminate()
         await pool_b.close()
+
+
+async def test_an_engine_takes_its_lease_once_the_key_is_free(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    engine = uuid.uuid4()
+    # Another session holds the key, as a relay checking whether this engine is dead does.
+    await db.execute("SELECT pg_advisory_lock($1, $2)", LEASE_CLASS, lease_key(engine))
+    pool = await connect(database_url, size=2)
+    lease = EngineLease(pool, engine, check_every=0.05)
+    with structlog.testing.capture_logs() as logs:
+        holding = asyncio.create_task(lease.hold())
+        try:
+            await eventually(lambda: any(e["event"] == "engine_lease_busy" for e in logs), timeout=30)
+            assert not lease.held.is_set()
+            await db.execute("SELECT pg_advisory_unlock($1, $2)", LEASE_CLASS, lease_key(engine))
+            await asyncio.wait_for(lease.held.wait(), timeout=30)
+            holder = await db.fetchval(
+                """SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                   WHERE l.locktype = 'advisory' AND l.granted"""
+            )
+            assert holder == "converge", "the engine's own pooled connection holds it"
+        finally:
+            holding.cancel()
+            await pool.close()
