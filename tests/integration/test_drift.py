@@ -31,6 +31,12 @@ TEMPLATE = {
 }
 
 
+WITNESS = {
+    "heat_template_version": "2016-10-14",
+    "resources": {"lookout": {"type": "Test::Thing", "properties": {"value": "w"}}},
+}
+
+
 @pytest.fixture
 async def api(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
@@ -71,8 +77,10 @@ class Stack:
         return real
 
 
-async def created(cv: Converge, base: str, name: str = "watched") -> Stack:
-    stack_id = await cv.create(name, TEMPLATE)
+async def created(
+    cv: Converge, base: str, name: str = "watched", template: dict[str, Any] = TEMPLATE
+) -> Stack:
+    stack_id = await cv.create(name, template)
     assert await cv.settled(stack_id) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
     return Stack(cv, base, stack_id, name)
 
@@ -150,18 +158,24 @@ async def test_heal_updates_in_place_replaces_and_recreates(api: tuple[Converge,
 async def test_after_observe_stop_no_observation_starts(api: tuple[Converge, str]) -> None:
     cv, base = api
     stack = await created(cv, base)
-    await stack.act({"observe_start": {"interval": 1, "heal": True}})
+    # A second stack stays under observation: its rounds show time passing for the scheduler.
+    witness = await created(cv, base, "witness", WITNESS)
+    for observed in (stack, witness):
+        await observed.act({"observe_start": {"interval": 1, "heal": True}})
     await eventually(lambda: _at_least(stack, 2))
     assert await stack.act({"observe_stop": None}) == (200, "")
-    stopped_at, looked = await stack.cycle(), cv.world.observed
+    ids = [stack.real(name).physical_id for name in ("app", "db")]
+    stopped_at, looked = await stack.cycle(), sum(cv.world.looks[i] for i in ids)
 
-    await asyncio.sleep(3.5)  # three and a half intervals: rounds would have run
+    three_more = await witness.cycle() + 3
+    await eventually(lambda: _at_least(witness, three_more))
     assert await stack.cycle() == stopped_at
-    assert cv.world.observed <= looked + 2, "at most the round already in flight"
+    assert sum(cv.world.looks[i] for i in ids) <= looked + 2, "at most the round already in flight"
     assert (await stack.observation())["enabled"] is False
 
     stack.real("app").properties["value"] = "tampered"
-    await asyncio.sleep(1.5)
+    witness.real("lookout").properties["value"] = "tampered"
+    await eventually(lambda: _value_is(witness, "lookout", "w"))  # healed: rounds go on
     assert stack.real("app").properties["value"] == "tampered", "no healing once stopped"
 
 

@@ -12,6 +12,7 @@ Creation is idempotent on the job's idempotency key, as real APIs are.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -45,6 +46,7 @@ class World:
     suspended: set[str] = field(default_factory=set)
     broken: set[str] = field(default_factory=set)  # physical ids observed in an error state
     observed: int = 0  # calls of `observe`
+    looks: Counter[str] = field(default_factory=Counter)  # calls of `observe`, by physical id
     # (action, resource name) of every suspend and resume, in the order they ran
     pauses: list[tuple[str, str]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -114,6 +116,7 @@ def thing_type(world: World) -> type[ResourceType]:
 
         async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
             world.observed += 1
+            world.looks[physical_id] += 1
             real = world.live.get(physical_id)
             if real is None:
                 return Observation(ObservedState.GONE)
