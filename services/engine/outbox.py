@@ -28,6 +28,8 @@ log = structlog.get_logger(__name__)
 
 # Whatever a broker or database outage raises here; the rows stay for the relay.
 _UNAVAILABLE = (BusError, StoreUnavailable, asyncpg.PostgresError, *CONNECT_ERRORS)
+# The lease key of the engine that wrote an outbox row.
+_WRITER_KEY = LEASE_KEY_SQL.format(column="engine_id")
 
 
 class Outbox:
@@ -35,7 +37,6 @@ class Outbox:
         self._pool = pool
         self._bus = bus
         self._stale_after = stale_after
-        self._key = LEASE_KEY_SQL.format(column="engine_id")
 
     async def publish(self, ids: Sequence[int], messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         """Fast path, right after commit. Failures are left to the relay."""
@@ -63,7 +64,7 @@ class Outbox:
             rows = await conn.fetch(
                 f"""WITH writers AS (SELECT DISTINCT engine_id FROM outbox WHERE engine_id IS NOT NULL),
                         dead AS (SELECT engine_id FROM writers
-                                 WHERE pg_try_advisory_xact_lock($3, {self._key}))
+                                 WHERE pg_try_advisory_xact_lock($3, {_WRITER_KEY}))
                    SELECT outbox_id, queue, body FROM outbox
                    WHERE created_at < now() - make_interval(secs => $1)
                       OR engine_id IN (SELECT engine_id FROM dead)

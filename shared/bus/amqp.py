@@ -35,6 +35,7 @@ from shared.bus.base import DeadLetter, Delivery, Handler
 from shared.bus.dispatch import Action, Verdict, dispatch
 from shared.errors import BusError
 from shared.messages import Codec, Message
+from shared.waiting import keep_trying
 
 log = structlog.get_logger(__name__)
 
@@ -84,21 +85,20 @@ class AmqpBus:
     ) -> AmqpBus:
         """Connect, trying again for up to `wait` seconds while the broker is not
         reachable (starting, restarting, overloaded); then `BusError`."""
-        loop = asyncio.get_running_loop()
-        deadline, pause = loop.time() + wait, 0.5
-        while True:
-            try:
-                connection = await aio_pika.connect_robust(
-                    url, client_properties={"connection_name": connection_name}, timeout=10
-                )
-                channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-                break
-            except (*_RETRYABLE, aiormq.exceptions.AMQPError, OSError) as exc:
-                if loop.time() + pause > deadline:
-                    raise BusError(f"cannot connect to RabbitMQ: {exc!r}") from exc
-                log.warning("waiting_for_rabbitmq", error=repr(exc), retry_in=pause)
-                await asyncio.sleep(pause)
-                pause = min(5.0, pause * 2)
+
+        async def attempt() -> tuple[AbstractRobustConnection, AbstractChannel]:
+            connection = await aio_pika.connect_robust(
+                url, client_properties={"connection_name": connection_name}, timeout=10
+            )
+            return connection, await connection.channel(publisher_confirms=True, on_return_raises=True)
+
+        failures = (*_RETRYABLE, aiormq.exceptions.AMQPError, OSError)
+        try:
+            connection, channel = await keep_trying(
+                attempt, retry_on=failures, wait=wait, waiting_event="waiting_for_rabbitmq"
+            )
+        except failures as exc:
+            raise BusError(f"cannot connect to RabbitMQ: {exc!r}") from exc
         connection.reconnect_callbacks.add(_log_reconnect)
         return cls(
             connection,

@@ -9,7 +9,6 @@ statements to this gateway (split into modules per table family as it grows).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import uuid
@@ -17,12 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-import structlog
 
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, StoreUnavailable
-
-log = structlog.get_logger(__name__)
+from shared.waiting import keep_trying
 
 CONNECT_ERRORS = (
     OSError,
@@ -46,27 +43,27 @@ async def connect(
     is not reachable; then raise `StoreUnavailable` naming what failed (at once for
     a database that does not exist). Connections carry `application_name`, so
     operators see which service holds them."""
-    loop = asyncio.get_running_loop()
-    deadline, pause = loop.time() + wait, 0.5
-    while True:
-        try:
-            pool: asyncpg.Pool = await asyncpg.create_pool(
-                url,
-                min_size=1,
-                max_size=size,
-                timeout=10,
-                command_timeout=60,
-                init=_init_connection,
-                server_settings={"application_name": application_name},
-            )
-            return pool
-        except CONNECT_ERRORS as exc:
-            missing = isinstance(exc, asyncpg.exceptions.InvalidCatalogNameError)
-            if missing or loop.time() + pause > deadline:
-                raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-            log.warning("waiting_for_postgresql", error=repr(exc), retry_in=pause)
-            await asyncio.sleep(pause)
-            pause = min(5.0, pause * 2)
+
+    async def attempt() -> asyncpg.Pool:
+        pool: asyncpg.Pool = await asyncpg.create_pool(
+            url,
+            min_size=1,
+            max_size=size,
+            timeout=10,
+            command_timeout=60,
+            init=_init_connection,
+            server_settings={"application_name": application_name},
+        )
+        return pool
+
+    # A database that does not exist will not appear by waiting.
+    transient = tuple(e for e in CONNECT_ERRORS if e is not asyncpg.exceptions.InvalidCatalogNameError)
+    try:
+        return await keep_trying(
+            attempt, retry_on=transient, wait=wait, waiting_event="waiting_for_postgresql"
+        )
+    except CONNECT_ERRORS as exc:
+        raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
