@@ -93,7 +93,7 @@ def test_size_limit() -> None:
     "text", ["[" * 5000 + "]" * 5000, "a: " + "[" * 5000 + "]" * 5000, '{"a":' * 3000 + "1" + "}" * 3000]
 )
 def test_depth_limit(text: str) -> None:
-    with pytest.raises(DocumentError, match=r"nested|JSON object"):
+    with pytest.raises(DocumentError, match=r"nest|JSON object"):
         load_document(text, limits=LIMITS)
 
 
