@@ -1,7 +1,8 @@
-"""Generated and hostile input never makes the API answer 5xx or hang.
+"""Generated and hostile input never makes the API answer 5xx, or answer slowly.
 
-Real: the engine's HTTP app over real HTTP on 127.0.0.1, PostgreSQL, the
-engine, worker and observer (in-process bus). schemathesis turns the app's
+Real: a `converge up` process (engine, worker, observer, in-process bus) on
+the test's PostgreSQL, driven over real HTTP on 127.0.0.1 — its own process,
+so the fuzzer's own work never slows the server down. schemathesis turns the app's
 own `/openapi.json` into hypothesis strategies, valid (positive) and
 schema-breaking (negative), for every documented operation; each case is
 sent with the right token, a wrong one or none, and about half the time
@@ -12,11 +13,13 @@ name. A fixed list replays what the fuzzer and a read of the handlers found
 not JSON), so those stay fixed whatever hypothesis happens to draw.
 
 Bounded and deterministic: a fixed number of examples per operation and
-mode (CONVERGE_FUZZ_EXAMPLES, default 25), `derandomize=True`, no example
-database, a timeout on every request, and the real stack left to settle
-after each accepted update so every case starts from the same state. The
-hypothesis run is synchronous, so it runs in a thread while this test's
-event loop serves the app.
+mode (CONVERGE_FUZZ_EXAMPLES, default 25), a fixed seed (`derandomize=True`:
+hypothesis draws from a seed derived from the test itself), no example
+database, and the real stack left to settle after each accepted update so
+every case starts from the same state. Every answer must come within
+`SLOW` seconds (a request the server takes longer over is a finding, as a
+5xx is); `REQUEST_TIMEOUT` only stops a hang from hanging the test. The
+hypothesis run is synchronous, so it runs in a thread.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -39,8 +42,7 @@ from hypothesis.errors import FlakyFailure, Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
-from services.engine.core.model import StackId
-from tests.support.convergence import Converge, converge
+from tests.support.hostile import Api, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +50,8 @@ PROJECT = "proj"
 TOKEN = "tok"
 ADMIN = "root"  # an admin token, whose URL project is taken as given
 EXAMPLES = int(os.environ.get("CONVERGE_FUZZ_EXAMPLES", "25"))  # per operation and mode
-REQUEST_TIMEOUT = 10.0  # seconds; a handler slower than this counts as a hang
+SLOW = 2.0  # seconds; an answer slower than this is a finding
+REQUEST_TIMEOUT = 10.0  # seconds; stops a hang from hanging the test
 TEMPLATE = {
     "heat_template_version": "2016-10-14",
     "parameters": {"v": {"type": "string", "default": "x"}, "j": {"type": "json", "default": {}}},
@@ -91,21 +94,22 @@ class Target:
 
 
 @pytest.fixture
-async def served(database_url: str) -> AsyncIterator[Target]:
-    tokens = f"{TOKEN}={PROJECT},{ADMIN}=ops:admin"
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(tokens) as base:
-        yield await real_stack(cv, base)
+async def served(tmp_path: Path, database_url: str) -> AsyncIterator[Target]:
+    tokens = {"CONVERGE_API_TOKENS": f"{TOKEN}={PROJECT},{ADMIN}=ops:admin"}
+    async with start_server(tmp_path, database_url, env=tokens) as server:
+        yield await real_stack(server.base)
 
 
-async def real_stack(cv: Converge, base: str) -> Target:
-    async with aiohttp.ClientSession(headers={"X-Auth-Token": TOKEN}) as http:
+async def real_stack(base: str) -> Target:
+    async with aiohttp.ClientSession() as http:
+        api = Api(http, base)
         body = {"stack_name": "fuzz", "template": TEMPLATE}
-        async with http.post(f"{base}/v1/{PROJECT}/stacks", json=body) as response:
-            assert response.status == 201, await response.text()
-            stack_id = (await response.json())["stack"]["id"]
-        await cv.settled(StackId(uuid.UUID(stack_id)))
-        async with http.get(f"{base}/v1/{PROJECT}/stacks/fuzz/{stack_id}/events") as response:
-            event_id = (await response.json())["events"][0]["id"]
+        created = await api.call("POST", f"/v1/{PROJECT}/stacks", token=TOKEN, json=body)
+        assert created.status == 201, created.body
+        stack_id = created.body["stack"]["id"]
+        assert await api.until_settled(PROJECT, TOKEN, "fuzz") == "CREATE_COMPLETE"
+        events = await api.call("GET", f"/v1/{PROJECT}/stacks/fuzz/{stack_id}/events", token=TOKEN)
+        event_id = events.body["events"][0]["id"]
     values = {
         "project_id": PROJECT,
         "stack_identity": "fuzz",
@@ -182,6 +186,7 @@ def run_operation(operation: Any, mode: GenerationMode, *, target: Target, sessi
         case.headers = headers  # type: ignore[assignment]
         if aim != "no" and may_aim:
             target.aim(case, aim)
+        started = time.monotonic()
         try:
             if streaming:  # schemathesis would read the body to its end: send it ourselves
                 kwargs = case.as_transport_kwargs(base_url=target.base)
@@ -194,7 +199,9 @@ def run_operation(operation: Any, mode: GenerationMode, *, target: Target, sessi
                 status, text = response.status_code, response.text
         except requests.Timeout as exc:
             raise AssertionError(f"no answer within {REQUEST_TIMEOUT}s: {case.as_curl_command()}") from exc
+        took = time.monotonic() - started
         assert status < 500, f"{status} {text[:300]}\n{case.as_curl_command()}"
+        assert took < SLOW, f"answered {status} after {took:.1f}s\n{case.as_curl_command()}"
         if status == 202:
             target.settle(session)
 
