@@ -149,7 +149,7 @@ class Observing:
                 looks = [
                     self._look(stack, row, due.cycle)
                     for row in await tx.resources(due.stack_id)
-                    if row.exists and row.replaced_by is None and row.current_job is None
+                    if self._lookable(row)
                 ]
                 for look in looks:
                     effects.emit(OBSERVE_QUEUE, look)
@@ -158,6 +158,11 @@ class Observing:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return len(rounds)
+
+    def _lookable(self, row: ResourceRow) -> bool:
+        """A settled, current resource of a type observers know (no look is sent for one
+        whose report could not be judged, so the round does not wait for it)."""
+        return row.exists and row.replaced_by is None and row.current_job is None and row.type in self._types
 
     def _look(self, stack: StackRow, row: ResourceRow, cycle: int) -> ObserveResource:
         job = job_for(
@@ -177,13 +182,14 @@ class Observing:
         """A provider notified a change: wherever a stack under observation holds the
         resource, its next round starts now (no need to wait for the interval). A whole
         round, not a lone look, so what changed together is judged and healed together;
-        the notifications of one burst fall into the same round."""
+        the notifications of one burst fall into the same round (rounds started this way
+        are at least the shortest interval apart)."""
         async with self._store.transaction() as tx:
             if not await tx.claim_message(message.id):
                 return
             stacks = await tx.observed_stacks_holding(message.physical_id)
             if stacks:
-                await tx.trigger_rounds(stacks)
+                await tx.trigger_rounds(stacks, gap=MIN_INTERVAL)
 
     # -- reports --------------------------------------------------------------
 

@@ -145,13 +145,17 @@ class ObservationStatements:
             cycle,
         )
 
-    async def trigger_rounds(self, stack_ids: list[StackId]) -> None:
-        """Have the next round of each stack start now (a provider notified a change);
-        a round still open finishes first."""
+    async def trigger_rounds(self, stack_ids: list[StackId], *, gap: float) -> None:
+        """Have the next round of each stack start now (a provider notified a change), or
+        `gap` seconds after the last one started if that is later; a round still open
+        finishes first."""
         await self._c.execute(
-            """UPDATE observations SET next_cycle_at = now()
+            """UPDATE observations
+               SET next_cycle_at = LEAST(next_cycle_at,
+                   GREATEST(now(), last_cycle_at + make_interval(secs => $2)))
                WHERE stack_id = ANY($1::uuid[]) AND enabled AND next_cycle_at > now()""",
             stack_ids,
+            gap,
         )
 
     async def rounds_to_close(self, *, limit: int = 50) -> list[tuple[StackId, int]]:
