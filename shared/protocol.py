@@ -47,6 +47,7 @@ class JobOutcome(StrEnum):
     IN_PROGRESS = "in_progress"  # asynchronous: an observer reports the end
     FAILED = "failed"
     REPLACE = "replace"  # update cannot be in place: the engine replaces the resource
+    GONE = "gone"  # a check found the resource no longer exists: the engine records it missing
 
 
 class ResourceJob(Message):

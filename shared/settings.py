@@ -135,6 +135,20 @@ class EngineSettings(CommonSettings):
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "
         "= a generated token for project demo.",
     )
+    heal_retry_seconds: float = Field(
+        10.0,
+        ge=0.1,
+        le=86_400,
+        description="After a heal (of an observed stack with heal on) fails, seconds before it is "
+        "retried; the pause doubles with each further failure. Long enough not to hammer a cloud "
+        "that refuses, short enough that a passing refusal is soon healed.",
+    )
+    heal_retry_max_seconds: float = Field(
+        600.0,
+        ge=0.1,
+        le=86_400,
+        description="The longest pause between retries of a heal that keeps failing (seconds).",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -9,6 +9,12 @@ A check whose traversal id is no longer the stack's stops quietly: that is
 how a newer operation preempts an older one without a lock. A check that
 finds an older job still running on its row waits on the row and is
 triggered again when that job's outcome is recorded.
+
+A failed action leaves the row what deleting the real resource needs (the
+properties it was made with). In a stack `check`, a resource that fails its
+check does not stop the others: every resource is checked, one found gone is
+recorded missing (no physical id, so the next update creates it again), and
+the stack ends CHECK_FAILED naming them.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ from typing import Any
 
 import structlog
 
-from services.engine.core.decide import Cleanup, Forward, decide_cleanup, decide_forward, failure_reason
+from services.engine.core.decide import (
+    Cleanup,
+    Forward,
+    check_failure_reason,
+    decide_cleanup,
+    decide_forward,
+    failure_reason,
+    properties_after_failure,
+)
+from services.engine.core.drift import missing_marks
 from services.engine.core.model import (
     Action,
     Node,
@@ -245,10 +260,11 @@ class Convergence:
     ) -> None:
         """A node of a check, suspend or resume: run that action on the resource as it is."""
         if not row.exists:
-            if stack.action is Action.CHECK:
-                await self._fail(tx, stack, traversal, row, Action.CHECK, "the resource does not exist", fx)
-            else:
-                await self._node_done(tx, stack, traversal, node, fx)
+            if stack.action is Action.CHECK:  # a failed check does not stop its dependents' checks
+                reason = failure_reason(Action.CHECK, "the resource does not exist")
+                await self._update(tx, row, **missing_marks(reason), traversal_id=traversal)
+                fx.event(stack.stack_id, row.name, None, row.type, "CHECK", "FAILED", reason)
+            await self._node_done(tx, stack, traversal, node, fx)
             return
         action = JobAction(stack.action.value.lower())
         properties = row.properties or {}
@@ -439,15 +455,19 @@ class Convergence:
                 why=res.reason,
             )
             return
-        if res.outcome in (JobOutcome.FAILED, JobOutcome.REPLACE):
-            reason = failure_reason(heat_action, res.reason or "replacement needed")
+        if res.outcome in (JobOutcome.FAILED, JobOutcome.REPLACE, JobOutcome.GONE):
+            gone = res.outcome is JobOutcome.GONE
+            reason = failure_reason(
+                heat_action, res.reason or ("the resource no longer exists" if gone else "replacement needed")
+            )
+            # A check that finds the resource gone records it missing, so the next update
+            # (or heal) creates it again. Whatever failed, the row keeps the properties
+            # needed to delete what the action made.
+            outcome = missing_marks(reason) if gone else {"status": Status.FAILED, "status_reason": reason}
+            physical_id = None if gone else res.physical_id or row.physical_id
+            properties = properties_after_failure(heat_action, row.properties, row.job_properties)
             await self._update(
-                tx,
-                row,
-                status=Status.FAILED,
-                status_reason=reason,
-                physical_id=res.physical_id or row.physical_id,
-                **done_job,
+                tx, row, **{"physical_id": physical_id, "properties": properties, **outcome, **done_job}
             )
             fx.event(
                 row.stack_id,
@@ -458,7 +478,9 @@ class Convergence:
                 "FAILED",
                 reason,
             )
-            if stack is not None and current:
+            if stack is not None and current and stack.action is Action.CHECK:
+                await self._node_done(tx, stack, traversal, node, fx)  # dependents are checked too
+            elif stack is not None and current:
                 await self._fail_stack(tx, stack, traversal, reason, fx)
             else:
                 await self._wake_waiting(row, fx)
@@ -559,6 +581,10 @@ class Convergence:
                 fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
         if await tx.count_down(traversal) == 0:
             action = stack.action
+            failed = await tx.failed_checks(stack.stack_id, traversal) if action is Action.CHECK else []
+            if failed:
+                await self._fail_stack(tx, stack, traversal, check_failure_reason(failed), fx)
+                return
             deleted = action is Action.DELETE
             reason = f"Stack {action.value} completed successfully"
             if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):

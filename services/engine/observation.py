@@ -1,23 +1,27 @@
-"""Continuous observation of stacks: control, rounds, drift and healing (async shell).
+"""Continuous observation of stacks: control, rounds, drift (async shell).
 
 Where it sits: the API's `observe_start` / `observe_stop` actions and the
 observation view call `Observing`; the engine's scheduler calls
-`start_due_rounds` every tick; `ResourceObserved` reports from observers
-arrive on the engine queue and go to `handle`, and `ResourceChanged` (a
-provider's notification, forwarded by an observer) to `changed`, which has
-the resource looked at at once.
+`start_due_rounds` every tick (after `Healing.close_due_rounds`);
+`ResourceObserved` reports from observers arrive on the engine queue and go
+to `handle`, and `ResourceChanged` (a provider's notification, forwarded by
+an observer) to `changed`, which starts the stack's next round now.
 
-A round (one per `interval` per observed stack, started by exactly one
-engine) asks observers to look at every settled resource of the stack:
-`ObserveResource` messages on the observe queue, committed with the round.
-Each report is judged by `core.drift.find_drift` against what Converge last
-applied; resources with an action in flight, or that changed since they were
-looked at, are not judged (the next round will). Drift is recorded (the
-`drift` table holds what exists now, events the history); with `heal` on, a
-stack at rest gets an update to its current template with the drifted row
-marked (`core.drift.heal_marks`) so the ordinary forward check puts the world
-back. A report arriving while an operation runs marks the row only if that
-operation's check of it is still to come.
+A round (one per `interval` per observed stack, or at once after a provider
+notification; started by exactly one engine, never while the previous one is
+open) asks observers to look at every settled resource of the stack:
+`ObserveResource` messages on the observe queue, committed with the round,
+whose number the round records. Each report is judged by `core.drift.find_drift`
+against what Converge last applied; resources with an action in flight, or
+that changed since they were looked at, are not judged (the next round will).
+Drift is recorded (the `drift` table holds what exists now, with the round
+that saw it; events the history). A resource found gone is recorded missing
+on its row at once, heal or not, so any later update creates it again. Each
+report then counts towards its round; once every look is answered (or the
+look deadline passed) `services.engine.healing` closes the round and, with
+`heal` on, starts ONE update with every drifted row marked. While an
+operation runs, a report marks its row only if that operation's check of it
+is still to come (a later round heals the rest).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from services.engine.core.drift import Drift, find_drift, heal_marks
+from services.engine.core.drift import Drift, DriftKind, find_drift, heal_marks, missing_marks
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId, forward
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
@@ -37,7 +41,7 @@ from services.engine.jobs import job_for
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.traversal import STACK_ACTIONS, begin_traversal
+from services.engine.traversal import STACK_ACTIONS
 from shared.errors import ConflictError, InvalidInput, NotFound
 from shared.plugins import ResourceType
 from shared.protocol import OBSERVE_QUEUE, JobAction, ObserveResource, ResourceChanged, ResourceObserved
@@ -47,6 +51,7 @@ log = structlog.get_logger(__name__)
 MIN_INTERVAL = 1.0
 MAX_INTERVAL = 86_400.0
 LOOK_SECONDS = 60.0  # how long an observer may take to look at one resource
+ROUND_GRACE_SECONDS = 5.0  # and its report to reach an engine, before its round closes without it
 NO_TRAVERSAL = TraversalId(uuid.UUID(int=0))
 
 
@@ -141,12 +146,23 @@ class Observing:
                 stack = await tx.stack(due.stack_id)
                 if stack is None or stack.action is Action.DELETE:
                     continue
-                for row in await tx.resources(due.stack_id):
-                    if row.exists and row.replaced_by is None and row.current_job is None:
-                        effects.emit(OBSERVE_QUEUE, self._look(stack, row, due.cycle))
+                looks = [
+                    self._look(stack, row, due.cycle)
+                    for row in await tx.resources(due.stack_id)
+                    if self._lookable(row)
+                ]
+                for look in looks:
+                    effects.emit(OBSERVE_QUEUE, look)
+                deadline = LOOK_SECONDS + ROUND_GRACE_SECONDS
+                await tx.round_sent(due.stack_id, looks=len(looks), deadline_secs=deadline)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return len(rounds)
+
+    def _lookable(self, row: ResourceRow) -> bool:
+        """A settled, current resource of a type observers know (no look is sent for one
+        whose report could not be judged, so the round does not wait for it)."""
+        return row.exists and row.replaced_by is None and row.current_job is None and row.type in self._types
 
     def _look(self, stack: StackRow, row: ResourceRow, cycle: int) -> ObserveResource:
         job = job_for(
@@ -163,33 +179,32 @@ class Observing:
         return ObserveResource(job=job.model_copy(update={"deadline": deadline}), cycle=cycle)
 
     async def changed(self, message: ResourceChanged) -> None:
-        """A provider notified a change: have the resource looked at now, wherever a
-        stack under observation holds it (no need to wait for the next round)."""
-        effects = Effects()
+        """A provider notified a change: wherever a stack under observation holds the
+        resource, its next round starts now (no need to wait for the interval). A whole
+        round, not a lone look, so what changed together is judged and healed together;
+        the notifications of one burst fall into the same round (rounds started this way
+        are at least the shortest interval apart)."""
         async with self._store.transaction() as tx:
             if not await tx.claim_message(message.id):
                 return
-            for stack_id in await tx.observed_stacks_holding(message.physical_id):
-                stack = await tx.stack(stack_id)
-                settings = await tx.observation(stack_id)
-                row = await tx.resource_by_physical_id(stack_id, message.physical_id)
-                if stack is None or settings is None or row is None or row.current_job is not None:
-                    continue
-                if stack.action is not Action.DELETE:
-                    effects.emit(OBSERVE_QUEUE, self._look(stack, row, settings.cycle))
-            ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+            stacks = await tx.observed_stacks_holding(message.physical_id)
+            if stacks:
+                await tx.trigger_rounds(stacks, gap=MIN_INTERVAL)
 
     # -- reports --------------------------------------------------------------
 
     async def handle(self, report: ResourceObserved) -> None:
+        """Judge the report, then count it towards its round, each once (a redelivered
+        report that was judged already is still counted)."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            if not await tx.claim_message(report.id):
-                return
-            await self._judge(tx, report, effects)
+            if await tx.claim_message(report.id):
+                await self._judge(tx, report, effects)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
+        async with self._store.transaction() as tx:  # alone: it locks the observation row
+            if await tx.claim_message(f"{report.id}:counted"):
+                await tx.count_report(StackId(uuid.UUID(report.stack_id)), report.cycle)
 
     async def _judge(self, tx: Tx, report: ResourceObserved, fx: Effects) -> None:
         stack_id = StackId(uuid.UUID(report.stack_id))
@@ -220,41 +235,23 @@ class Observing:
         if await tx.record_drift(*where, drift.reason, differences, cycle=report.cycle):
             fx.event(stack_id, row.name, row.physical_id, row.type, "OBSERVE", "DRIFTED", drift.reason)
             log.info("drift", resource=row.name, kind=drift.kind.value, reason=drift.reason)
-        if settings.heal:
-            await self._heal(tx, stack, row, drift, fx)
+        if drift.kind is DriftKind.GONE:  # recorded on the row, heal or not: updates create it again
+            await _mark(tx, row, missing_marks(drift.reason))
+        elif settings.heal:
+            await self._mark_pending(tx, stack, row, drift)
 
-    async def _heal(self, tx: Tx, stack: StackRow, row: ResourceRow, drift: Drift, fx: Effects) -> None:
-        if stack.status is Status.IN_PROGRESS:
-            if stack.current_traversal is None or stack.action in STACK_ACTIONS:
-                return
-            pending = await tx.node(stack.current_traversal, forward(row.resource_id))
-            if pending is not None and not pending.done:
-                await _mark(tx, row, drift)  # the check still to come puts it back
+    async def _mark_pending(self, tx: Tx, stack: StackRow, row: ResourceRow, drift: Drift) -> None:
+        """While an operation runs, mark the row if that operation's check of it is still
+        to come: the check puts it back. Otherwise the round's heal does."""
+        if stack.status is not Status.IN_PROGRESS or stack.current_traversal is None:
             return
-        if stack.status is not Status.COMPLETE:
-            return  # a failed stack is left to its user
-        existing = await tx.claim_resources(stack.stack_id)  # rows before the stack row, as checks do
-        locked = await tx.stack(stack.stack_id, lock=True)
-        if locked is None or locked.status is not Status.COMPLETE or locked.current_template_id is None:
+        if stack.action in STACK_ACTIONS:
             return
-        fresh = next((r for r in existing if r.resource_id == row.resource_id), None)
-        if fresh is None or fresh.physical_id != row.physical_id:
-            return
-        await _mark(tx, fresh, drift)
-        definition = await self._definitions.get(tx, locked, locked.current_template_id)
-        await begin_traversal(
-            tx,
-            locked,
-            template_id=locked.current_template_id,
-            definition=definition,
-            action=Action.UPDATE,
-            fx=fx,
-            existing=existing,
-            reason=f"Healing drift of {row.name}: {drift.reason}",
-        )
-        log.info("healing", resource=row.name, kind=drift.kind.value)
+        pending = await tx.node(stack.current_traversal, forward(row.resource_id))
+        if pending is not None and not pending.done:
+            await _mark(tx, row, heal_marks(drift))
 
 
-async def _mark(tx: Tx, row: ResourceRow, drift: Drift) -> None:
-    if not await tx.update_resource(row, **heal_marks(drift)):
-        raise ConflictError(f"resource {row.resource_id} changed while healing; will retry")
+async def _mark(tx: Tx, row: ResourceRow, changes: Mapping[str, Any]) -> None:
+    if not await tx.update_resource(row, **changes):
+        raise ConflictError(f"resource {row.resource_id} changed while marking its drift; will retry")

@@ -31,7 +31,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
 from services.engine.checks import Convergence
+from services.engine.core.healing import HealPolicy
 from services.engine.definitions import DefinitionCache
+from services.engine.healing import Healing
 from services.engine.messages import CheckResource
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
@@ -78,6 +80,7 @@ class EngineService:
         outbox_stale_seconds: float = 5.0,
         relay_seconds: float = 1.0,
         store_retries: int = 5,
+        heal: HealPolicy | None = None,
     ) -> None:
         self._quotas = quotas
         self._clock = clock
@@ -105,6 +108,9 @@ class EngineService:
             store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
+        self.healing = Healing(
+            store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
+        )
         self._supervisor = supervisor
         self._prefetch = prefetch
         self._heartbeat_seconds = heartbeat_seconds
@@ -189,10 +195,12 @@ class EngineService:
                 log.warning("timeout_scan_failed", error=str(exc))
 
     async def _observation_rounds(self, *, every: float = 0.25) -> None:
-        """Start the observation rounds that are due (stacks under observation)."""
+        """Close the observation rounds that are over (healing what they found), then
+        start those that are due (stacks under observation)."""
         while True:
             await asyncio.sleep(every)
             try:
+                await self.healing.close_due_rounds()
                 await self.observing.start_due_rounds()
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("observation_rounds_failed", error=str(exc))
@@ -229,6 +237,11 @@ class EngineService:
 def quotas(settings: EngineSettings) -> Quotas:
     """Per-project quotas (each project gets the same)."""
     return Quotas(stacks_per_project=settings.max_stacks_per_project)
+
+
+def heal_policy(settings: EngineSettings) -> HealPolicy:
+    """How long healing waits before retrying a heal that failed."""
+    return HealPolicy(first=settings.heal_retry_seconds, cap=settings.heal_retry_max_seconds)
 
 
 def template_limits(settings: EngineSettings) -> TemplateLimits:

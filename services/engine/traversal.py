@@ -8,7 +8,8 @@ stack's fresh traversal id (which alone preempts whatever was running) and
 checks for the graph's leaves.
 
 Rollback converges back to the previous template (nothing, after a failed
-create). A resource that was replaced during the failed operation and whose
+create); an operation towards the template the stack already had (a heal)
+is not rolled back. A resource that was replaced during the failed operation and whose
 original still exists is restored by making the original current again: no
 third copy is created, and its dependents move back to it.
 """
@@ -204,7 +205,12 @@ async def fail_or_roll_back(
         return  # a newer operation took over
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
     log.info("stack_failed", action=stack.action.value, reason=reason)
-    rollable = stack.action in (Action.CREATE, Action.UPDATE)
+    # A heal converges to the template the stack already has: rolling it back would
+    # only repeat it (healing retries it later, with backoff).
+    repeat = (
+        stack.previous_template_id is not None and stack.previous_template_id == stack.current_template_id
+    )
+    rollable = stack.action in (Action.CREATE, Action.UPDATE) and not repeat
     if not rollable or (stack.disable_rollback and not force_rollback):
         if answers is not None:
             await answers.stack_ended(tx, stack, Status.FAILED, reason, fx)

@@ -12,8 +12,8 @@ in-process sandbox).
   redelivered create returns the resource the first delivery made; IN_PROGRESS
   while the resource is in BUILD (the observer then polls `observe`);
 - update: ReplacementNeeded when a replace-only field changed or a grow-only
-  field shrank (or the resource is gone); else PATCH of the changed fields,
-  IN_PROGRESS while it rebuilds;
+  field shrank, ResourceGone when the resource no longer exists (it is created
+  anew); else PATCH of the changed fields, IN_PROGRESS while it rebuilds;
 - delete: DELETE; 404 means already gone; deletion is immediate;
 - observe: GET; ACTIVE = READY, BUILD = IN_PROGRESS, ERROR = FAILED,
   404 = GONE; reports the actual property values for drift detection.
@@ -47,6 +47,7 @@ from shared.plugins.base import (
     Outcome,
     Properties,
     ReplacementNeeded,
+    ResourceGone,
     ResourceType,
 )
 from shared.plugins.builtin.common import as_props
@@ -115,7 +116,7 @@ class SandboxResource(ResourceType):
         else:
             response = await _call(ctx, "GET", url, gone_ok=True)
         if response.status == GONE:
-            raise ReplacementNeeded(
+            raise ResourceGone(
                 f"{ctx.resource_name}: {self.kind.value} {physical_id} no longer exists in the sandbox"
             )
         data = _object(response)

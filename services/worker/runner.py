@@ -2,9 +2,12 @@
 
 Where it sits: the worker's handler (`service.py`) decodes a `ResourceJob`
 and calls `run_job`, which always returns a `JobResult` (complete, in
-progress, failed with a reason a person can act on, or replacement needed);
-the handler publishes it. Transient plugin errors are retried with backoff
-until the job's deadline; the action as a whole is abandoned at the deadline.
+progress, failed with a reason a person can act on, replacement needed, or
+gone); the handler publishes it. A plugin's `ResourceGone` means what the
+action makes of it (`gone_outcome`): an update replaces (creates anew), a
+delete is done, a check reports the resource gone, anything else fails.
+Transient plugin errors are retried with backoff until the job's deadline;
+the action as a whole is abandoned at the deadline.
 Cancellation (worker shutting down) propagates: the job stays unacknowledged
 and is delivered again, and the idempotency key keeps the rerun from
 duplicating a real resource.
@@ -23,6 +26,7 @@ from shared.plugins import (
     Outcome,
     Properties,
     ReplacementNeeded,
+    ResourceGone,
     ResourceType,
 )
 from shared.plugins.retry import call_with_retry
@@ -38,15 +42,24 @@ def _failed(job: ResourceJob, reason: str) -> JobResult:
     return _result(job, JobOutcome.FAILED, physical_id=job.physical_id, reason=reason)
 
 
+def gone_outcome(action: JobAction) -> JobOutcome:
+    """What a resource found gone means for `action`. Pure."""
+    return {
+        JobAction.UPDATE: JobOutcome.REPLACE,
+        JobAction.DELETE: JobOutcome.COMPLETE,
+        JobAction.CHECK: JobOutcome.GONE,
+    }.get(action, JobOutcome.FAILED)
+
+
 async def _act(plugin: ResourceType, job: ResourceJob, ctx: ActionContext) -> ActionResult:
+    if job.physical_id is None and job.action is JobAction.DELETE:
+        # Never created (or creation never reported an id): nothing to delete.
+        return ActionResult(physical_id=None)
     schema = type(plugin).properties
     props = validate_properties(schema, job.properties, "properties")
     if job.action is JobAction.CREATE:
         return await plugin.create(ctx, props)
     if job.physical_id is None:
-        # Never created (or creation never reported an id): nothing to change or delete.
-        if job.action is JobAction.DELETE:
-            return ActionResult(physical_id=None)
         raise PermanentError(f"cannot {job.action.value} a resource that has no physical id")
     if job.action is JobAction.UPDATE:
         old = validate_properties(schema, job.previous_properties or {}, "previous properties")
@@ -68,8 +81,9 @@ async def _check(
     if observed.state is ObservedState.READY:
         return ActionResult(physical_id=physical_id, attributes=observed.attributes)
     detail = f": {observed.reason}" if observed.reason else ""
+    if observed.state is ObservedState.GONE:
+        raise ResourceGone(f"the resource no longer exists{detail}")
     what = {
-        ObservedState.GONE: "the resource no longer exists",
         ObservedState.FAILED: "the resource is in an error state",
         ObservedState.IN_PROGRESS: "the resource is not ready",
     }[observed.state]
@@ -97,6 +111,12 @@ async def run_job(job: ResourceJob, *, deps: PluginRuntime, log: Any) -> JobResu
             )
     except ReplacementNeeded as exc:
         return _result(job, JobOutcome.REPLACE, physical_id=job.physical_id, reason=str(exc))
+    except ResourceGone as exc:
+        outcome = gone_outcome(job.action)
+        if outcome is JobOutcome.FAILED:
+            return _failed(job, f"Resource {job.action.upper()} failed: {exc}")
+        reason = "" if outcome is JobOutcome.COMPLETE else str(exc)
+        return _result(job, outcome, physical_id=job.physical_id, reason=reason)
     except TimeoutError:
         ctx.cancelled.set()
         return _failed(job, f"Resource {job.action.upper()} timed out after {remaining:.0f}s")

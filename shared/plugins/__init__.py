@@ -5,7 +5,8 @@ A resource type is a class deriving from `ResourceType`. It declares
   `prop(update=...)`, whether a change applies in place or forces replacement;
 - `attributes`: attribute name -> description;
 and implements the async actions `create`, `update`, `delete`, `observe` and
-optionally `signal`. Types are discovered through the `converge.resources`
+optionally `signal`; an action that finds its resource gone raises
+`ResourceGone`. Types are discovered through the `converge.resources`
 entry-point group (see `registry`); built-ins register the same way.
 
 The engine uses only the declarations (validation, diffing, schemas); the
@@ -21,6 +22,7 @@ from shared.plugins.base import (
     Outcome,
     Properties,
     ReplacementNeeded,
+    ResourceGone,
     ResourceType,
     UpdateRule,
     prop,
@@ -36,6 +38,7 @@ __all__ = [
     "Outcome",
     "Properties",
     "ReplacementNeeded",
+    "ResourceGone",
     "ResourceType",
     "UpdateRule",
     "prop",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import ConvergeError
+from shared.errors import ConvergeError, PermanentError
 
 
 class UpdateRule(StrEnum):
@@ -97,6 +97,16 @@ class ReplacementNeeded(ConvergeError):
     """Raised by `update` when the change cannot be applied in place."""
 
 
+class ResourceGone(PermanentError):
+    """Raised by an action that finds its resource no longer exists (e.g. a 404).
+
+    The worker turns it into what that means for the action: an `update` makes
+    a new resource (replacement), a `delete` is done, a stack `check` records
+    the resource as missing (so the next update creates it again); anything
+    else fails with the message.
+    """
+
+
 @dataclass(frozen=True)
 class ActionContext:
     """Everything an action may use. Built by the worker/observer per job.
@@ -171,11 +181,13 @@ class ResourceType:
     async def update(
         self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
     ) -> ActionResult:
-        """Apply `new` in place, or raise `ReplacementNeeded`."""
+        """Apply `new` in place, or raise `ReplacementNeeded` (`ResourceGone` when the
+        resource no longer exists)."""
         raise ReplacementNeeded(f"{self.type_name} cannot be updated in place")
 
     async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
-        """Delete; a resource that is already gone counts as deleted."""
+        """Delete; a resource that is already gone counts as deleted (return, or raise
+        `ResourceGone`)."""
         raise NotImplementedError
 
     async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:

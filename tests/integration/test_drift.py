@@ -1,4 +1,6 @@
-"""Continuous observation: drift is found, reported, and (with heal) undone.
+"""Continuous observation: drift is found, reported, and (with heal) undone; a resource
+found gone is recorded missing even without heal (the next update creates it again), and
+a stack whose user's update failed is left to its user.
 
 Real: the engine's HTTP API over real HTTP, PostgreSQL, the engine's
 scheduler, worker and observer (in-process bus). The world is a `World` of
@@ -153,6 +155,57 @@ async def test_heal_updates_in_place_replaces_and_recreates(api: tuple[Converge,
     assert any(r.startswith("Healing drift of app") for r in reasons)
     assert sorted(cv.world.by_name()) == ["app", "db"]
     assert all(len(reals) == 1 for reals in cv.world.by_name().values()), "nothing duplicated"
+
+
+async def test_without_heal_a_resource_found_gone_is_created_again_by_the_next_update(
+    api: tuple[Converge, str],
+) -> None:
+    cv, base = api
+    stack = await created(cv, base)
+    await stack.act({"observe_start": {"interval": 1, "heal": False}})
+    db, gone = stack.real("db"), stack.real("app").physical_id
+    del cv.world.live[gone]
+    await eventually(lambda: _drifted(stack))
+    (drift,) = (await stack.observation())["drifted"]
+    assert (drift["resource_name"], drift["physical_resource_id"]) == ("app", gone)
+    status, body, _ = await call("GET", f"{stack.url}/resources/app", "t1")
+    assert status == 200, body
+    assert body["resource"]["resource_status"] == "CHECK_FAILED", "recorded missing on the row"
+    assert not body["resource"]["physical_resource_id"]
+    assert "app" not in cv.world.by_name(), "not healed: heal is off"
+
+    await cv.update(stack.id, TEMPLATE)  # the same goal: the missing resource is created again
+    assert (await cv.settled(stack.id))[:2] == ("UPDATE", "COMPLETE")
+    assert stack.real("app").physical_id != gone
+    assert stack.real("db").physical_id == db.physical_id, "what exists is left alone"
+    assert stack.real("app").properties["ref"] == db.physical_id
+    await eventually(lambda: _in_line(stack))
+
+
+async def test_heal_leaves_a_stack_whose_users_update_failed_to_its_user(api: tuple[Converge, str]) -> None:
+    cv, base = api
+    stack = await created(cv, base)
+    await stack.act({"observe_start": {"interval": 1, "heal": True}})
+    failing = {**TEMPLATE, "resources": {**TEMPLATE["resources"]}}
+    failing["resources"]["app"] = {
+        "type": "Test::Thing",
+        "properties": {"value": "a2", "ref": {"get_resource": "db"}, "fail": True},
+    }
+    await cv.update(stack.id, failing)
+    assert (await cv.settled(stack.id))[:2] == ("UPDATE", "FAILED")
+    gone = stack.real("db").physical_id
+    del cv.world.live[gone]
+    await eventually(lambda: _drifted(stack))
+    three_more = await stack.cycle() + 3
+    await eventually(lambda: _at_least(stack, three_more))
+    assert await cv.state(stack.id) == ("UPDATE", "FAILED"), "no heal of the user's failed update"
+    reasons = [e["reason"] for e in await cv.events(stack.id) if e["resource_name"] == "watched"]
+    assert not any(r.startswith("Healing") for r in reasons)
+
+    await cv.update(stack.id, TEMPLATE)  # the user's own fix also creates what went missing
+    assert (await cv.settled(stack.id))[:2] == ("UPDATE", "COMPLETE")
+    assert stack.real("db").physical_id != gone
+    assert stack.real("app").properties == {"value": "a", "ref": stack.real("db").physical_id}
 
 
 async def test_after_observe_stop_no_observation_starts(api: tuple[Converge, str]) -> None:

@@ -6,6 +6,9 @@ A body with `"fail": true` is refused (400, "<_name> was told to fail"), for
 failure scenarios. Like real APIs it honours `Idempotency-Key`: a repeated POST with a key it has
 seen returns the item that key created. `create_gate`, when set, holds every
 POST open until the test releases it (to kill a worker mid-request).
+`refuse_deletes`, when set, refuses every DELETE (409 with that message), as a
+cloud does while something still uses the item. Updating an item that does
+not exist answers 404.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class FakeApi:
     create_gate: asyncio.Event | None = None
     posts_started: int = 0
     created: list[str] = field(default_factory=list)  # ids of items ever created
+    refuse_deletes: str | None = None
 
     @property
     def base(self) -> str:
@@ -78,13 +82,17 @@ class FakeApi:
         body = await self._record(request)
         if isinstance(body, dict) and body.get("fail") is True:
             return web.json_response({"message": f"{body.get('_name')} was told to fail"}, status=400)
-        item = self.items[request.match_info["id"]]
+        item = self.items.get(request.match_info["id"])
+        if item is None:
+            return web.json_response({"message": "no such item"}, status=404)
         self.items[item["id"]] = {**body, "id": item["id"], "status": item["status"]}
         return web.json_response(self.items[item["id"]])
 
     async def patch(self, request: web.Request) -> web.Response:
         body = await self._record(request)
-        item = self.items[request.match_info["id"]]
+        item = self.items.get(request.match_info["id"])
+        if item is None:
+            return web.json_response({"message": "no such item"}, status=404)
         for key, value in body.items():
             if value is None:
                 item.pop(key, None)
@@ -97,6 +105,8 @@ class FakeApi:
         item_id = request.match_info["id"]
         if item_id not in self.items:
             return web.json_response({"message": "no such item"}, status=404)
+        if self.refuse_deletes is not None:
+            return web.json_response({"message": self.refuse_deletes}, status=409)
         if self.delete_slowly:
             self.items[item_id]["status"] = "DELETING"
             return web.Response(status=202)

@@ -43,8 +43,10 @@ class RunningUp:
     token: str  # the token `converge up` generated for project demo
 
 
-async def start_up(data_dir: Path, database_url: str, *, latency: float = 0.1) -> RunningUp:
-    """`converge up` with the in-process bus and sandbox, on a free port."""
+async def start_up(
+    data_dir: Path, database_url: str, *, latency: float = 0.1, env: dict[str, str] | None = None
+) -> RunningUp:
+    """`converge up` with the in-process bus and sandbox, on a free port (`env`: more settings)."""
     port = free_port()
     env = {
         "CONVERGE_DATA_DIR": str(data_dir),
@@ -52,6 +54,7 @@ async def start_up(data_dir: Path, database_url: str, *, latency: float = 0.1) -
         "CONVERGE_DATABASE_URL": database_url,
         "CONVERGE_AMQP_URL": "",
         "CONVERGE_SANDBOX_LATENCY": str(latency),
+        **(env or {}),
     }
     process = await ServiceProcess(["converge", "up"], env).start()
     try:

@@ -1,8 +1,11 @@
-"""`converge stack ...`: create, update, delete, list, show and cancel stacks.
+"""`converge stack ...`: create, update, delete, list, show, check and cancel stacks.
 
 Create and update send the template and environments as parsed objects
 (see `inputs`); with `--wait` they watch the operation (see `waiting`) and
 fail with the reason on a *_FAILED status. Output follows `openstack stack`.
+`stack check` asks whether every resource still exists and is healthy; the
+resources it finds gone are recorded missing, so `stack update --existing`
+creates them again.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ def register(subparsers: Subparsers) -> None:
     command(stack, "list", list_stacks, help="list stacks", common=common)
     show = command(stack, "show", show_stack, help="show a stack", common=common)
     show.add_argument("stack", metavar="NAME_OR_ID")
+    check = command(
+        stack, "check", check_stack, help="check that every resource exists and is healthy", common=common
+    )
+    check.add_argument("stack", metavar="NAME_OR_ID")
+    check.add_argument("--wait", action="store_true", help="show progress until the check ends")
     cancel = command(stack, "cancel", cancel_stack, help="cancel the stack's running update", common=common)
     cancel.add_argument("stack", metavar="NAME_OR_ID")
     cancel.add_argument(
@@ -152,6 +160,12 @@ async def show_stack(args: argparse.Namespace, ctx: Context) -> int:
     stack.pop("links", None)
     ctx.print(ctx.output.record(stack))
     return 0
+
+
+async def check_stack(args: argparse.Namespace, ctx: Context) -> int:
+    path = stack_path(await find_stack(ctx, args.stack))
+    await ctx.api.post(f"{path}/actions", {"check": None})
+    return await _settle(args, ctx, path)
 
 
 async def cancel_stack(args: argparse.Namespace, ctx: Context) -> int:

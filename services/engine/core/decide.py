@@ -5,12 +5,14 @@ with the row (last applied properties, status) and decide create, update in
 place, replace (a new row, created first), adopt an external id, or nothing.
 Cleanup node of a row: keep it when the current goal adopted it, otherwise
 delete the real resource (or just forget the row when there is nothing real
-behind it or its deletion policy retains it).
+behind it or its deletion policy retains it). A failed action leaves the row
+the properties its delete needs (`properties_after_failure`); a stack check
+that found failures ends with `check_failure_reason`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -106,3 +108,30 @@ def failure_reason(action: Action | str, detail: str) -> str:
     detail = detail.strip()
     prefix = f"Resource {str(action).upper()} failed"
     return detail if detail.startswith(prefix) else f"{prefix}: {detail}"
+
+
+def properties_after_failure(
+    action: Action, applied: Mapping[str, Any] | None, attempted: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The properties a row keeps after its `action` failed: what deleting the real
+    resource needs. A failed create may still have made something (a server that
+    went into ERROR), made from `attempted`; any other action keeps what was last
+    `applied` (so a retried update applies its change again), or `attempted` when
+    nothing was ever applied."""
+    if action is Action.CREATE or applied is None:
+        return attempted if attempted is not None else applied
+    return applied
+
+
+#: Failed resources named in a stack check's reason (the rest are counted).
+CHECK_FAILURES_NAMED = 5
+
+
+def check_failure_reason(failures: Sequence[tuple[str, str]]) -> str:
+    """The reason of a stack check that found `failures` ((resource name, its reason) each)."""
+    prefix = f"Resource {Action.CHECK.value} failed"
+    named = [f"{name}: {reason.removeprefix(prefix).lstrip(': ') or reason}" for name, reason in failures]
+    shown = "; ".join(named[:CHECK_FAILURES_NAMED])
+    more = len(named) - CHECK_FAILURES_NAMED
+    tail = f"; and {more} more" if more > 0 else ""
+    return f"{prefix}: {shown}{tail}"

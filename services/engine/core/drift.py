@@ -76,7 +76,13 @@ def heal_marks(drift: Drift) -> dict[str, Any]:
     """Row changes after which a forward check converges the resource back to its goal."""
     if drift.kind is DriftKind.CHANGED:
         return {"properties": dict(drift.actual)}  # the diff against the goal now shows the drift
-    marks: dict[str, Any] = {"action": Action.CHECK, "status": Status.FAILED, "status_reason": drift.reason}
     if drift.kind is DriftKind.GONE:
-        marks["physical_id"] = None  # nothing real behind the row: it is created again
-    return marks
+        return missing_marks(drift.reason)
+    return {"action": Action.CHECK, "status": Status.FAILED, "status_reason": drift.reason}
+
+
+def missing_marks(reason: str) -> dict[str, Any]:
+    """Row changes recording that the resource no longer exists: nothing real is behind
+    the row any more, so an update, a heal or a rollback creates it again (a check or
+    an observation found it gone; the row keeps its properties)."""
+    return {"physical_id": None, "action": Action.CHECK, "status": Status.FAILED, "status_reason": reason}

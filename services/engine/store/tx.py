@@ -275,11 +275,13 @@ class Tx(ObservationStatements):
 
     async def disown_jobs(self, stack_id: StackId, traversal: TraversalId, reason: str) -> list[str]:
         """Stop waiting for the jobs `traversal` has in flight whose real resource is
-        known: the rows become FAILED (cleanup can delete them); late outcomes of those
+        known: the rows become FAILED, keeping the properties a delete needs (a create's
+        are its job's), so cleanup can delete them; late outcomes of those
         jobs are stale and ignored. Jobs that never reported a physical id are left to
         their own deadline, so no real resource goes unrecorded."""
         rows = await self._c.fetch(
             """UPDATE resources SET current_job = NULL, job_node = NULL, job_properties = NULL,
+                   properties = COALESCE(properties, job_properties),
                    job_requires = NULL, job_template_id = NULL, status = 'FAILED', status_reason = $3,
                    version = version + 1, updated_at = now()
                WHERE stack_id = $1 AND traversal_id = $2 AND current_job IS NOT NULL
@@ -298,6 +300,17 @@ class Tx(ObservationStatements):
             stack_id,
         )
         return [r["name"] for r in rows]
+
+    async def failed_checks(self, stack_id: StackId, traversal: TraversalId) -> list[tuple[str, str]]:
+        """(name, reason) of each resource that failed its check in the check `traversal`."""
+        rows = await self._c.fetch(
+            """SELECT name, status_reason FROM resources
+               WHERE stack_id = $1 AND traversal_id = $2 AND action = 'CHECK' AND status = 'FAILED'
+                 AND replaced_by IS NULL ORDER BY resource_id""",
+            stack_id,
+            traversal,
+        )
+        return [(r["name"], r["status_reason"]) for r in rows]
 
     async def stop_operation(self, stack_id: StackId, traversal: TraversalId, reason: str) -> None:
         """End the running operation where it is: a fresh traversal id with no graph

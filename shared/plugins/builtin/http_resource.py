@@ -9,7 +9,8 @@ Where it sits: run by the worker (create/update/delete) and the observer
   item's id is `id_field` of the response (dots reach into nested objects);
 - update: PUT `{url}/{id}` with the whole body, or PATCH with a JSON merge
   patch of what changed; a change to a `replace_on_change` body key, `url` or
-  `id_field` means replacement instead;
+  `id_field` means replacement instead; 404/410 mean the item is gone
+  (`ResourceGone`: it is created anew);
 - delete: DELETE `{url}/{id}`; 404/410 mean it is already gone;
 - observe: GET `{url}/{id}`; 404/410 = GONE. With `status_field`, READY when
   that field shows one of `ready_values`, FAILED on `failed_values`, else
@@ -42,6 +43,7 @@ from shared.plugins.base import (
     Outcome,
     Properties,
     ReplacementNeeded,
+    ResourceGone,
     ResourceType,
     UpdateRule,
     prop,
@@ -161,12 +163,14 @@ class HttpResource(ResourceType):
             raise ReplacementNeeded(f"{ctx.resource_name}: body keys {changed} force replacement")
         url = item_url(after, physical_id)
         if before.body == after.body:
-            response = await _call(ctx, after, "GET", url)
+            response = await _call(ctx, after, "GET", url, gone_ok=True)
         elif after.update_method == "PATCH":
             patch = merge_patch(before.body, after.body)
-            response = await _call(ctx, after, "PATCH", url, body=patch)
+            response = await _call(ctx, after, "PATCH", url, body=patch, gone_ok=True)
         else:
-            response = await _call(ctx, after, "PUT", url, body=after.body)
+            response = await _call(ctx, after, "PUT", url, body=after.body, gone_ok=True)
+        if response.status in GONE_STATUSES:
+            raise ResourceGone(f"{response.method} {url} returned {response.status}: the item is gone")
         data = response.json()
         if not isinstance(data, dict):  # e.g. 204 No Content: the item is what we sent
             data = dict(after.body)

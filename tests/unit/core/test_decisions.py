@@ -1,4 +1,5 @@
-"""What checking a node decides: create, update in place, replace, adopt, nothing; keep or delete. Pure."""
+"""What checking a node decides: create, update in place, replace, adopt, nothing; keep or delete;
+what a failed row keeps, and how a failed stack check reads. Pure."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from services.engine.core.decide import Cleanup, Forward, decide_cleanup, decide_forward, failure_reason
+from services.engine.core.decide import (
+    Cleanup,
+    Forward,
+    check_failure_reason,
+    decide_cleanup,
+    decide_forward,
+    failure_reason,
+    properties_after_failure,
+)
+from services.engine.core.drift import missing_marks
 from services.engine.core.model import Action, ResourceId, ResourceRow, StackId, Status, TemplateId
 from shared.plugins import Properties, UpdateRule, prop
 
@@ -88,3 +98,42 @@ def test_cleanup_keeps_rows_the_current_goal_adopted_and_deletes_the_rest() -> N
 def test_failure_reasons_read_like_heats() -> None:
     assert failure_reason(Action.CREATE, "boom") == "Resource CREATE failed: boom"
     assert failure_reason("update", "Resource UPDATE failed: x") == "Resource UPDATE failed: x"
+
+
+def test_a_failed_create_keeps_the_properties_it_was_given_so_it_can_be_deleted() -> None:
+    attempted = {"url": "http://api/things", "body": {"a": 1}}
+    assert properties_after_failure(Action.CREATE, None, attempted) == attempted
+    # A re-create of a resource found gone was given its (new) properties too.
+    assert properties_after_failure(Action.CREATE, {"url": "old"}, attempted) == attempted
+
+
+def test_a_failed_update_keeps_what_was_applied_so_a_retry_applies_the_change_again() -> None:
+    applied, attempted = {"name": "a"}, {"name": "b"}
+    for action in (Action.UPDATE, Action.DELETE, Action.CHECK, Action.SUSPEND):
+        assert properties_after_failure(action, applied, attempted) == applied
+    assert properties_after_failure(Action.UPDATE, None, attempted) == attempted  # never applied
+    assert properties_after_failure(Action.DELETE, applied, None) == applied
+
+
+def test_a_row_recorded_missing_is_created_again_by_the_next_forward_check() -> None:
+    marks = missing_marks("Resource CHECK failed: the resource no longer exists")
+    assert marks["physical_id"] is None
+    gone = row(**{k: v for k, v in marks.items() if k != "physical_id"}, physical_id=None)
+    assert decide(gone, {"name": "a", "image": "x"}) is Forward.CREATE
+    later = TemplateId(uuid.uuid4())
+    assert decide_cleanup(gone, current_template_id=later) is Cleanup.FORGET  # nothing left to delete
+
+
+def test_a_failed_stack_check_names_every_resource_that_failed() -> None:
+    gone = "Resource CHECK failed: the resource no longer exists"
+    assert (
+        check_failure_reason([("app", gone)]) == "Resource CHECK failed: app: the resource no longer exists"
+    )
+    many = [(f"r{i}", gone) for i in range(7)]
+    reason = check_failure_reason(
+        [("net", "Resource CHECK failed: the resource is in an error state"), *many]
+    )
+    assert reason.startswith(
+        "Resource CHECK failed: net: the resource is in an error state; r0: the resource"
+    )
+    assert reason.endswith("; and 3 more")

@@ -9,7 +9,7 @@ import pytest
 
 from shared.errors import PermanentError, TransientError
 from shared.http_client import HttpGateway
-from shared.plugins import ActionContext, ObservedState, Outcome, ReplacementNeeded
+from shared.plugins import ActionContext, ObservedState, Outcome, ReplacementNeeded, ResourceGone
 from shared.plugins.builtin.http_resource import HttpResource, HttpResourceProperties
 from tests.support.fake_rest_api import FakeApi
 from tests.unit.plugins.plugin_fakes import CtxFactory
@@ -72,6 +72,21 @@ async def test_change_to_a_replace_on_change_key_needs_replacement(ctx: ActionCo
     with pytest.raises(ReplacementNeeded, match="region"):
         await HttpResource().update(ctx, "it-1", old, new)
     assert api.seen == []
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+async def test_an_update_of_an_item_gone_behind_our_back_says_it_is_gone(
+    ctx: ActionContext, api: FakeApi, method: str
+) -> None:
+    old = props(api, body={"name": "web"}, update_method=method)
+    created = await HttpResource().create(ctx, old)
+    assert created.physical_id is not None
+    del api.items[created.physical_id]
+    new = props(api, body={"name": "web2"}, update_method=method)
+    with pytest.raises(ResourceGone, match=f"{method} .*/things/it-1 returned 404"):
+        await HttpResource().update(ctx, created.physical_id, old, new)
+    with pytest.raises(ResourceGone, match="GET"):  # nothing to change: still found gone
+        await HttpResource().update(ctx, created.physical_id, new, new)
 
 
 async def test_delete_removes_the_item(ctx: ActionContext, api: FakeApi) -> None:

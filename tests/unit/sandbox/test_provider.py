@@ -30,7 +30,14 @@ from services.sandbox.specs import Kind
 from shared.errors import PermanentError
 from shared.health import start_http
 from shared.http_client import AllowList, HttpGateway
-from shared.plugins import ActionContext, ObservedState, Outcome, Properties, ReplacementNeeded
+from shared.plugins import (
+    ActionContext,
+    ObservedState,
+    Outcome,
+    Properties,
+    ReplacementNeeded,
+    ResourceGone,
+)
 from tests.support.ports import free_port
 from tests.unit.plugins.plugin_fakes import CtxFactory, VirtualClock, context_factory
 
@@ -178,7 +185,7 @@ async def test_a_resource_deleted_behind_our_back_is_replaced_on_update(
     rid = await ready(sandbox, ctx, SandboxServer, image="cirros")
     sandbox.service.delete(Kind.SERVER, rid)
     old, new = spec(SandboxServer, image="cirros"), spec(SandboxServer, image="cirros", name="x")
-    with pytest.raises(ReplacementNeeded, match="no longer exists"):
+    with pytest.raises(ResourceGone, match="no longer exists"):  # the worker replaces it
         await SandboxServer().update(ctx, rid, old, new)
 
 
