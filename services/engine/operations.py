@@ -6,6 +6,13 @@ preempts any operation still running), creates rows for new resources,
 stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
 update to an empty template.
+
+Tenant boundaries are checked in that transaction, before anything is
+written: the project's stack quota (counted under the project's lock, so
+concurrent creates cannot pass it), the tree's resource limit, and every
+stack id the request names for a nested resource (`external_id`,
+`adopt_stack_data`: `nested.claims`). Abandon releases the stack's child
+stacks, so its abandon data can adopt them again.
 """
 
 from __future__ import annotations
@@ -20,11 +27,19 @@ import structlog
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import goal_digest, is_nested, with_digest
+from services.engine.core.quotas import (
+    DEFAULT_QUOTAS,
+    QuotaExceeded,
+    Quotas,
+    stack_quota_message,
+    tree_refusal,
+)
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import stop_stack
+from services.engine.nested.claims import check_external_ids, release, stacks_to_adopt
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
@@ -78,12 +93,14 @@ class Operations:
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
+        quotas: Quotas = DEFAULT_QUOTAS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
         self._limits = limits
+        self._quotas = quotas
         self._answers = Answers(definitions=definitions, types=types)
 
     def validate(self, goal: Goal, stack: StackRow) -> StackDefinition:
@@ -97,6 +114,13 @@ class Operations:
             identity=identity_of(stack),
             limits=self._limits,
         )
+
+    async def validate_new(self, goal: Goal, draft: StackRow) -> StackDefinition:
+        """`validate`, and refuse a nested `external_id` the new stack could not adopt."""
+        definition = self.validate(goal, draft)
+        async with self._store.transaction() as tx:
+            await check_external_ids(tx, draft, definition, {})
+        return definition
 
     async def create(
         self,
@@ -122,6 +146,20 @@ class Operations:
             )
         effects = Effects()
         async with self._store.transaction() as tx:
+            await check_external_ids(tx, draft, definition, {})
+            targets = await stacks_to_adopt(
+                tx,
+                draft,
+                definition,
+                adopt or {},
+                max_depth=self._limits.max_nested_depth,
+                quotas=self._quotas,
+            )
+            refusal = tree_refusal(self._quotas, others=0, before=0, after=len(definition.resources))
+            if refusal is not None:
+                raise QuotaExceeded(refusal, path="resources")
+            if not await tx.reserve_stack(project_id, self._quotas.stacks_per_project):
+                raise QuotaExceeded(stack_quota_message(self._quotas))
             if not await tx.insert_stack(
                 stack_id,
                 project_id=project_id,
@@ -138,6 +176,9 @@ class Operations:
                 taken = {"physical_id": adopted.get(row.name), "action": Action.ADOPT}
                 if row.name in adopted and not await tx.update_resource(row, **taken):
                     raise ConflictError(f"resource {row.name} changed while being adopted")
+                if row.name in targets:  # checked and locked above: it becomes this row's child
+                    owner = (stack_id, row.resource_id)
+                    await tx.adopt_stack(targets[row.name].stack_id, owner=owner, depth=1, root=stack_id)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return stack_id
@@ -158,6 +199,9 @@ class Operations:
                 raise StackNotFound(f"stack {stack_id} not found")
             rows = await tx.resources(stack_id)
         definition = self.validate(goal, stack)
+        async with self._store.transaction() as tx:
+            current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
+            await check_external_ids(tx, stack, definition, current_ids)
         current = {r.name: r for r in rows if r.replaced_by is None}
         data = {n: reference_data(r, self._types) for n, r in current.items() if r.exists}
         changes: dict[str, list[ResourceRow | str]] = {
@@ -226,6 +270,8 @@ class Operations:
             assert record is not None
             data = abandon_data(stack, record, rows)
             for row in rows:
+                if is_nested(row.type):  # left in place too, free to be adopted again
+                    await release(tx, stack, row)
                 if not await tx.delete_resource(row):
                     raise ConflictError(f"resource {row.resource_id} changed while abandoning")
             reason = "Stack abandoned: its resources were left in place"
@@ -292,10 +338,23 @@ class Operations:
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
+            await self._check_limits(tx, locked, definition, existing)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
+
+    async def _check_limits(
+        self, tx: Tx, stack: StackRow, definition: StackDefinition, existing: list[ResourceRow]
+    ) -> None:
+        """Refuse a goal that names a stack it may not adopt, or grows the tree past its limit."""
+        current = {r.name: r.resource_id for r in existing if r.replaced_by is None}
+        await check_external_ids(tx, stack, definition, current)
+        count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
+        after = len(definition.resources)
+        refusal = tree_refusal(self._quotas, others=count.others, before=count.of_stack, after=after)
+        if refusal is not None:
+            raise QuotaExceeded(refusal, path="resources")
 
     async def _begin(
         self,

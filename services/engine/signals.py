@@ -103,6 +103,8 @@ class Signals:
         async with self._store.transaction() as tx:
             rows = await tx.current_resources(stack_id, [name])
             handle = rows.get(name)
+            if handle is None and not project_token_ok:  # the same answer as a wrong token
+                raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
             if handle is None:
                 raise NotFound(f"The Resource ({name}) could not be found.")
             expected = handle.attributes.get("token") if handle.type == HANDLE else None
