@@ -294,10 +294,20 @@ class Children:
     # -- cancel ---------------------------------------------------------------
 
     async def cancel(self, tx: Tx, msg: CancelNested, fx: Effects) -> None:
-        """Stop the child operation answering `msg.job_id` (nothing if it moved on)."""
+        """Stop the child operation answering `msg.job_id` (nothing if it moved on). Only a
+        stack the job started answers it, so a stack id naming any other is left untouched:
+        it is read before anything of it is locked."""
+
+        def answering(child: StackRow | None) -> bool:
+            return (
+                child is not None and child.owner_job_id == msg.job_id and child.status is Status.IN_PROGRESS
+            )
+
+        if not answering(await tx.stack(StackId(msg.stack_id))):
+            return
         rows = await tx.claim_resources(StackId(msg.stack_id))
         child = await tx.stack(StackId(msg.stack_id), lock=True)
-        if child is None or child.owner_job_id != msg.job_id or child.status is not Status.IN_PROGRESS:
+        if child is None or not answering(child):
             return
         await stop_stack(tx, child, rows, fx, answers=self._answers)
 
