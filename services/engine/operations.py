@@ -7,12 +7,10 @@ stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
 update to an empty template.
 
-Tenant boundaries are checked in that transaction, before anything is
-written: the project's stack quota (counted under the project's lock, so
-concurrent creates cannot pass it), the tree's resource limit, and every
-stack id the request names for a nested resource (`external_id`,
-`adopt_stack_data`: `nested.claims`). Abandon releases the stack's child
-stacks, so its abandon data can adopt them again.
+Tenant boundaries (`nested.claims`) are checked in that transaction before
+anything is written: stack ids named for nested resources, the project's
+stack quota and the tree's resource limit. Abandon releases the stack's
+children, so its abandon data can adopt them again.
 """
 
 from __future__ import annotations
@@ -27,19 +25,13 @@ import structlog
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import goal_digest, is_nested, with_digest
-from services.engine.core.quotas import (
-    DEFAULT_QUOTAS,
-    QuotaExceeded,
-    Quotas,
-    stack_quota_message,
-    tree_refusal,
-)
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import stop_stack
-from services.engine.nested.claims import check_external_ids, release, stacks_to_adopt
+from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids, release
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
@@ -146,8 +138,7 @@ class Operations:
             )
         effects = Effects()
         async with self._store.transaction() as tx:
-            await check_external_ids(tx, draft, definition, {})
-            targets = await stacks_to_adopt(
+            targets = await admit_stack(
                 tx,
                 draft,
                 definition,
@@ -155,11 +146,6 @@ class Operations:
                 max_depth=self._limits.max_nested_depth,
                 quotas=self._quotas,
             )
-            refusal = tree_refusal(self._quotas, others=0, before=0, after=len(definition.resources))
-            if refusal is not None:
-                raise QuotaExceeded(refusal, path="resources")
-            if not await tx.reserve_stack(project_id, self._quotas.stacks_per_project):
-                raise QuotaExceeded(stack_quota_message(self._quotas))
             if not await tx.insert_stack(
                 stack_id,
                 project_id=project_id,
@@ -338,23 +324,11 @@ class Operations:
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
-            await self._check_limits(tx, locked, definition, existing)
+            await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
-
-    async def _check_limits(
-        self, tx: Tx, stack: StackRow, definition: StackDefinition, existing: list[ResourceRow]
-    ) -> None:
-        """Refuse a goal that names a stack it may not adopt, or grows the tree past its limit."""
-        current = {r.name: r.resource_id for r in existing if r.replaced_by is None}
-        await check_external_ids(tx, stack, definition, current)
-        count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
-        after = len(definition.resources)
-        refusal = tree_refusal(self._quotas, others=count.others, before=count.of_stack, after=after)
-        if refusal is not None:
-            raise QuotaExceeded(refusal, path="resources")
 
     async def _begin(
         self,

@@ -103,7 +103,7 @@ async def test_a_row_naming_another_projects_stack_never_reaches_it(
     served: tuple[Server, Api], database_url: str
 ) -> None:
     """As a takeover made before the fix left it: alpha's nested row holds beta's stack id.
-    Check, suspend, update and delete of alpha's stack act on alpha's side only."""
+    Check, suspend, resume, update and delete of alpha's stack act on alpha's side only."""
     alpha, beta, _ = tenants(served[1])
     victim = await beta.created("victim", VICTIM)
     before = await beta.snapshot(victim)
@@ -120,7 +120,11 @@ async def test_a_row_naming_another_projects_stack_never_reaches_it(
             await conn.close()
 
     await point_at_victim()
-    for action, outcome in (("check", "CHECK_FAILED"), ("suspend", "SUSPEND_FAILED")):
+    for action, outcome in (
+        ("check", "CHECK_FAILED"),
+        ("suspend", "SUSPEND_FAILED"),
+        ("resume", "RESUME_FAILED"),
+    ):
         assert (await alpha.call("POST", f"{url}/actions", json={action: None})).status == 200
         assert await alpha.settled("evil") == outcome
         reasons = [r["resource_status_reason"] for r in (await alpha.resources("evil")).values()]

@@ -1,25 +1,29 @@
-"""Loading, adopting and releasing the stacks nested resources name (the shell of `core.ownership`).
+"""Loading, adopting and releasing the stacks nested resources name (the shell of `core.ownership`),
+and what a new goal must pass before it is stored.
 
 Where it sits: every place a stack id from outside reaches the engine goes
 through here. `owned_child` is how `nested.children` finds a resource's child
-stack, every time it acts on it; `adopt` takes over the stack an
+stack, every time it acts on it; `take_over` adopts the stack an
 `external_id` names (`checks`, when the resource's forward node runs);
-`Operations.create` checks `adopt_stack_data` with `claim`; `release` lets go
-of a child (a resource adopted through `external_id` leaving its stack, or
-an abandoned stack). A stack the resource may not own is never loaded for
+`admit_stack` (`Operations.create`) and `admit_goal` (update, delete) refuse
+ids of stacks the resources may not have, and goals past the project's
+stack quota or the tree's resource limit (`core.quotas`), with an
+`InvalidInput` naming the place, before anything is written; `release` lets
+go of a child (a resource adopted through `external_id` leaving its stack,
+or an abandoned stack). A stack the resource may not own is never loaded for
 use, locked or changed: to the resource it does not exist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
 from services.engine.core.model import ResourceId, ResourceRow, StackId, StackRow
 from services.engine.core.nesting import is_nested
 from services.engine.core.ownership import Claim, Holder, Verdict, may_own, stack_id_of, unknown_stack
-from services.engine.core.quotas import QuotaExceeded, Quotas, tree_refusal
+from services.engine.core.quotas import QuotaExceeded, Quotas, stack_quota_message, tree_refusal
 from services.engine.store.tenancy import Subtree
 from services.engine.store.tx import Tx
 from services.engine.template import StackDefinition
@@ -179,3 +183,40 @@ async def stacks_to_adopt(
         planned += size.resources
         targets[name] = target
     return targets
+
+
+async def admit_stack(
+    tx: Tx,
+    draft: StackRow,
+    definition: StackDefinition,
+    adopt: Mapping[str, str],
+    *,
+    max_depth: int,
+    quotas: Quotas,
+) -> dict[str, StackRow]:
+    """What a new stack must pass before it is written, in its create transaction: the
+    stacks it names (`check_external_ids`, `stacks_to_adopt`, whose result it returns), the
+    tree limit, and the project's stack quota, counted under the project's lock held until
+    the transaction ends (so concurrent creates are counted one after another)."""
+    await check_external_ids(tx, draft, definition, {})
+    targets = await stacks_to_adopt(tx, draft, definition, adopt, max_depth=max_depth, quotas=quotas)
+    refusal = tree_refusal(quotas, others=0, before=0, after=len(definition.resources))
+    if refusal is not None:
+        raise QuotaExceeded(refusal, path="resources")
+    if not await tx.reserve_stack(draft.project_id, quotas.stacks_per_project):
+        raise QuotaExceeded(stack_quota_message(quotas))
+    return targets
+
+
+async def admit_goal(
+    tx: Tx, stack: StackRow, definition: StackDefinition, existing: Sequence[ResourceRow], *, quotas: Quotas
+) -> None:
+    """Refuse a new goal for `stack` (its rows `existing`) that names a stack it may not
+    adopt, or grows its tree past the limit; nothing is changed."""
+    current = {r.name: r.resource_id for r in existing if r.replaced_by is None}
+    await check_external_ids(tx, stack, definition, current)
+    count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
+    after = len(definition.resources)
+    refusal = tree_refusal(quotas, others=count.others, before=count.of_stack, after=after)
+    if refusal is not None:
+        raise QuotaExceeded(refusal, path="resources")
