@@ -10,6 +10,8 @@ to prove the engine checks ownership every time it acts on a child, not only at 
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -214,11 +216,17 @@ async def test_signals_without_a_project_token_learn_nothing(served: tuple[Serve
         (f"{url}/resources/h", token),
     ]
     answers = set()
-    for path, sent in probes:
-        response = await beta.api.call("POST", path, token=sent, json={})
+    for (path, sent), body in itertools.product(probes, [b"{}", b"not json", b"[1]"]):  # bad bodies too
+        headers = {"Content-Type": "application/json"}
+        response = await beta.api.call("POST", path, token=sent, data=body, headers=headers)
         assert "nope" not in json.dumps(response.body), path
         assert "bstack" not in json.dumps(response.body), path
         answers.add((response.status, json.dumps(response.body, sort_keys=True)))
+    for path, sent in [p for p in probes if p[1] in (handle_shaped, token)]:  # a body past the size limit
+        headers = {"Content-Type": "application/json", **({"X-Auth-Token": sent} if sent else {})}
+        large = io.BytesIO(b"{" * 3 * 2**20)
+        async with beta.api.http.post(f"{beta.api.base}{path}", data=large, headers=headers) as response:
+            answers.add((response.status, json.dumps(await response.json(), sort_keys=True)))
     assert len(answers) == 1, answers
     ((status, _),) = answers
     assert status == 401

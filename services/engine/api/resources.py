@@ -100,9 +100,15 @@ def _masked(value: Any, secrets: set[str]) -> Any:
 
 async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
     authenticated = PRINCIPAL in request
-    if not storable_text(name):  # no resource name holds a NUL, and PostgreSQL cannot compare one
-        if not authenticated:
-            raise unauthorized(AUTH_REQUIRED)
+    token = request.headers.get("X-Auth-Token", "")
+    # Without a project token, only the handle's own token gets further than one 401: before
+    # the body is read, so neither a bad body nor a large one tells that the stack exists.
+    # (No resource name holds a NUL, and PostgreSQL cannot compare one.)
+    if not authenticated and not (
+        storable_text(name) and await deps.signals.authorizes(StackId(stack.stack_id), name, token)
+    ):
+        raise unauthorized(AUTH_REQUIRED)
+    if not storable_text(name):
         raise not_found(f"The Resource ({name}) could not be found.")
     data = await read_json(request)
     if data is None:
@@ -114,7 +120,7 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
             StackId(stack.stack_id),
             name,
             data,
-            token=request.headers.get("X-Auth-Token", ""),
+            token=token,
             project_token_ok=authenticated,
         )
     except Unauthorized as exc:
