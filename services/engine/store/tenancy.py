@@ -34,7 +34,7 @@ def _key(stack_id: uuid.UUID) -> int:
 
 @dataclass(frozen=True)
 class TreeCount:
-    total: int  # current resource rows of the whole tree
+    total: int  # resources of the whole tree (its stacks' goals)
     of_stack: int  # ... of the one stack asked about
 
     @property
@@ -48,7 +48,7 @@ class Subtree:
     """A top-level stack and everything nested under it."""
 
     height: int  # 0: no nested stacks; 1: children only; ...
-    resources: int  # current resource rows in every stack of it
+    resources: int  # resources of every stack's goal in it
 
 
 class TenancyStatements:
@@ -68,12 +68,16 @@ class TenancyStatements:
         """Serialise changes to the size of the tree under `root` until the transaction ends."""
         await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", TREE_CLASS, _key(root))
 
+    async def set_goal_resources(self, stack_id: StackId, count: int) -> None:
+        """The stack's new goal holds `count` resources (what its tree is counted by)."""
+        await self._c.execute("UPDATE stacks SET goal_resources = $2 WHERE stack_id = $1", stack_id, count)
+
     async def tree_resources(self, root: StackId, *, stack_id: StackId | None = None) -> TreeCount:
-        """Current resource rows of every live stack of the tree, and of `stack_id` among them."""
+        """Resources the goals of every live stack of the tree hold, and `stack_id`'s among them."""
         r = await self._c.fetchrow(
-            """SELECT count(*) AS total, count(*) FILTER (WHERE r.stack_id = $2) AS of_stack
-               FROM resources r JOIN stacks s ON s.stack_id = r.stack_id
-               WHERE s.root_stack_id = $1 AND s.deleted_at IS NULL AND r.replaced_by IS NULL""",
+            """SELECT coalesce(sum(goal_resources), 0) AS total,
+                      coalesce(sum(goal_resources) FILTER (WHERE stack_id = $2), 0) AS of_stack
+               FROM stacks WHERE root_stack_id = $1 AND deleted_at IS NULL""",
             root,
             stack_id,
         )
@@ -83,11 +87,8 @@ class TenancyStatements:
     async def subtree(self, root: StackId) -> Subtree:
         """The size of the tree of the top-level stack `root`."""
         r = await self._c.fetchrow(
-            """SELECT coalesce(max(s.nested_depth), 0) AS height,
-                      (SELECT count(*) FROM resources r JOIN stacks t ON t.stack_id = r.stack_id
-                       WHERE t.root_stack_id = $1 AND t.deleted_at IS NULL
-                         AND r.replaced_by IS NULL) AS resources
-               FROM stacks s WHERE s.root_stack_id = $1 AND s.deleted_at IS NULL""",
+            """SELECT coalesce(max(nested_depth), 0) AS height, coalesce(sum(goal_resources), 0) AS resources
+               FROM stacks WHERE root_stack_id = $1 AND deleted_at IS NULL""",
             root,
         )
         assert r is not None

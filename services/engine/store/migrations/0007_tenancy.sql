@@ -2,7 +2,7 @@
 -- adopted through external_id remembers that it is not managed by its stack.
 
 -- The top of each stack's tree (itself for a top-level stack), so a tree's
--- resources are counted with one indexed query and a stack that is adopted or
+-- size is read with one indexed query and a stack that is adopted or
 -- released moves its whole subtree with one UPDATE.
 ALTER TABLE stacks ADD COLUMN root_stack_id uuid;
 
@@ -16,6 +16,14 @@ UPDATE stacks s SET root_stack_id = tree.root FROM tree WHERE s.stack_id = tree.
 UPDATE stacks SET root_stack_id = stack_id WHERE root_stack_id IS NULL;
 ALTER TABLE stacks ALTER COLUMN root_stack_id SET NOT NULL;
 CREATE INDEX stacks_root ON stacks (root_stack_id) WHERE deleted_at IS NULL;
+
+-- How many resources the stack's current goal holds, set whenever a goal is
+-- stored; a tree's size is the sum over its live stacks (one row per stack,
+-- not per resource, to read while a child's goal is being stored).
+ALTER TABLE stacks ADD COLUMN goal_resources integer NOT NULL DEFAULT 0;
+UPDATE stacks s SET goal_resources = (
+    SELECT count(*) FROM resources r WHERE r.stack_id = s.stack_id AND r.replaced_by IS NULL
+) WHERE s.deleted_at IS NULL;
 
 -- Set when a resource is adopted through `external_id` (Heat: "not managed by
 -- Heat"): the stack never deletes it, it only lets go of it (forgets the row;
