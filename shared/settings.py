@@ -121,7 +121,17 @@ class EngineSettings(CommonSettings):
         100_000, ge=1, le=1_000_000, description="Most resources one stack may hold; same on every engine."
     )
     max_stacks_per_project: int = Field(
-        1000, ge=1, le=1_000_000, description="Most live stacks one project may hold."
+        1000,
+        ge=1,
+        le=1_000_000,
+        description="Most live stacks one project may hold, nested stacks included; same on every engine.",
+    )
+    max_resources_per_tree: int = Field(
+        100_000,
+        ge=1,
+        le=10_000_000,
+        description="Most resources a stack tree (a top-level stack and every stack nested under it) "
+        "may hold in all; stops templates that fan out through nested stacks. Same on every engine.",
     )
     max_nested_depth: int = Field(
         5,

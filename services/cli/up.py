@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
-from services.engine.service import EngineService, heal_policy, template_limits
+from services.engine.service import EngineService, heal_policy, quotas, template_limits
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
 from services.sandbox.app import build_app as build_sandbox_app
@@ -82,6 +82,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 registry=registry,
                 limits=template_limits(settings),
                 heal=heal_policy(settings),
+                quotas=quotas(settings),
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())

@@ -15,6 +15,13 @@ properties it was made with). In a stack `check`, a resource that fails its
 check does not stop the others: every resource is checked, one found gone is
 recorded missing (no physical id, so the next update creates it again), and
 the stack ends CHECK_FAILED naming them.
+
+Adoption: a nested resource adopts the stack its `external_id` names only
+if `nested.claims` allows it (same project, owned by no one), otherwise the
+resource fails with the reason and the stack named is not touched. A row
+adopted through `external_id` is remembered as external: when it leaves its
+stack it is let go of (the row forgotten, a child stack released), never
+deleted.
 """
 
 from __future__ import annotations
@@ -50,12 +57,14 @@ from services.engine.core.model import (
     resource_of,
 )
 from services.engine.core.nesting import goal_digest, is_nested, with_digest
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import deadline_for, job_for, reference_data
 from services.engine.messages import CheckResource
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import Children
+from services.engine.nested.claims import release, take_over
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.outbox import Outbox
 from services.engine.signals import CONDITION, condition_result
@@ -92,13 +101,18 @@ class Convergence:
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
+        quotas: Quotas = DEFAULT_QUOTAS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
+        self._limits = limits
+        self._quotas = quotas
         self._answers = Answers(definitions=definitions, types=types)
-        self._children = Children(definitions=definitions, types=types, answers=self._answers, limits=limits)
+        self._children = Children(
+            definitions=definitions, types=types, answers=self._answers, limits=limits, quotas=quotas
+        )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         context: dict[str, Any] = {}
@@ -220,18 +234,36 @@ class Convergence:
             await self._update(tx, row, requires=requires, **adopt)
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision.kind is Forward.ADOPT:
+            external = not row.exists  # an external_id; else adopt_stack_data set the physical id
+            physical_id = goal.external_id if external else row.physical_id
+            refusal = (
+                await take_over(
+                    tx,
+                    stack,
+                    row,
+                    physical_id,
+                    external=external,
+                    max_depth=self._limits.max_nested_depth,
+                    quotas=self._quotas,
+                )
+                if nested
+                else None
+            )
+            if refusal is not None:
+                await self._fail(tx, stack, traversal, row, Action.ADOPT, refusal, fx)
+                return
             await self._update(
                 tx,
                 row,
-                physical_id=goal.external_id or row.physical_id,
+                physical_id=physical_id,
                 action=Action.ADOPT,
                 status=Status.COMPLETE,
                 status_reason="",
                 properties=properties,
                 requires=requires,
+                external=external,
                 **adopt,
             )
-            physical_id = goal.external_id or row.physical_id
             fx.event(stack.stack_id, row.name, physical_id, goal.type, "ADOPT", "COMPLETE", "adopted")
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision.kind is Forward.REPLACE:
@@ -313,6 +345,13 @@ class Convergence:
         decision = decide_cleanup(row, current_template_id=stack.current_template_id)
         log.info("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
         if decision is Cleanup.KEEP:
+            await self._node_done(tx, stack, traversal, node, fx)
+        elif decision is Cleanup.LET_GO:
+            released = is_nested(row.type) and await release(tx, stack, row)
+            await self._delete(tx, row)
+            what = "its nested stack is a top-level stack again" if released else "it is left as it is"
+            reason = f"Let go (adopted through external_id, not managed by this stack): {what}"
+            fx.event(stack.stack_id, row.name, row.physical_id, row.type, "DELETE", "COMPLETE", reason)
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision is Cleanup.FORGET:
             await self._delete(tx, row)

@@ -6,6 +6,11 @@ preempts any operation still running), creates rows for new resources,
 stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
 update to an empty template.
+
+Tenant boundaries (`nested.claims`) are checked in that transaction before
+anything is written: stack ids named for nested resources, the project's
+stack quota and the tree's resource limit. Abandon releases the stack's
+children, so its abandon data can adopt them again.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ import structlog
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import goal_digest, is_nested, with_digest
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import stop_stack
+from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids, release
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
@@ -78,12 +85,14 @@ class Operations:
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
+        quotas: Quotas = DEFAULT_QUOTAS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
         self._limits = limits
+        self._quotas = quotas
         self._answers = Answers(definitions=definitions, types=types)
 
     def validate(self, goal: Goal, stack: StackRow) -> StackDefinition:
@@ -97,6 +106,13 @@ class Operations:
             identity=identity_of(stack),
             limits=self._limits,
         )
+
+    async def validate_new(self, goal: Goal, draft: StackRow) -> StackDefinition:
+        """`validate`, and refuse a nested `external_id` the new stack could not adopt."""
+        definition = self.validate(goal, draft)
+        async with self._store.transaction() as tx:
+            await check_external_ids(tx, draft, definition, {})
+        return definition
 
     async def create(
         self,
@@ -122,6 +138,14 @@ class Operations:
             )
         effects = Effects()
         async with self._store.transaction() as tx:
+            targets = await admit_stack(
+                tx,
+                draft,
+                definition,
+                adopt or {},
+                max_depth=self._limits.max_nested_depth,
+                quotas=self._quotas,
+            )
             if not await tx.insert_stack(
                 stack_id,
                 project_id=project_id,
@@ -138,6 +162,9 @@ class Operations:
                 taken = {"physical_id": adopted.get(row.name), "action": Action.ADOPT}
                 if row.name in adopted and not await tx.update_resource(row, **taken):
                     raise ConflictError(f"resource {row.name} changed while being adopted")
+                if row.name in targets:  # checked and locked above: it becomes this row's child
+                    owner = (stack_id, row.resource_id)
+                    await tx.adopt_stack(targets[row.name].stack_id, owner=owner, depth=1, root=stack_id)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return stack_id
@@ -158,6 +185,9 @@ class Operations:
                 raise StackNotFound(f"stack {stack_id} not found")
             rows = await tx.resources(stack_id)
         definition = self.validate(goal, stack)
+        async with self._store.transaction() as tx:
+            current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
+            await check_external_ids(tx, stack, definition, current_ids)
         current = {r.name: r for r in rows if r.replaced_by is None}
         data = {n: reference_data(r, self._types) for n, r in current.items() if r.exists}
         changes: dict[str, list[ResourceRow | str]] = {
@@ -226,6 +256,8 @@ class Operations:
             assert record is not None
             data = abandon_data(stack, record, rows)
             for row in rows:
+                if is_nested(row.type):  # left in place too, free to be adopted again
+                    await release(tx, stack, row)
                 if not await tx.delete_resource(row):
                     raise ConflictError(f"resource {row.resource_id} changed while abandoning")
             reason = "Stack abandoned: its resources were left in place"
@@ -292,6 +324,7 @@ class Operations:
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
+            await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)

@@ -29,9 +29,10 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
+from services.engine.api.deps import ApiDeps
 from services.engine.checks import Convergence
 from services.engine.core.healing import HealPolicy
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
@@ -82,7 +83,6 @@ class EngineService:
         store_retries: int = 5,
         heal: HealPolicy | None = None,
     ) -> None:
-        self._quotas = quotas
         self._clock = clock
         self._stall_seconds = stall_seconds
         self._stalled = Counter(
@@ -102,10 +102,20 @@ class EngineService:
         self.definitions = definitions = DefinitionCache(types=types, limits=limits)
         self.queries = Queries(pool)
         self.operations = Operations(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
+            store=self.store,
+            outbox=self.outbox,
+            definitions=definitions,
+            types=types,
+            limits=limits,
+            quotas=quotas,
         )
         self.convergence = Convergence(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
+            store=self.store,
+            outbox=self.outbox,
+            definitions=definitions,
+            types=types,
+            limits=limits,
+            quotas=quotas,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
@@ -124,7 +134,6 @@ class EngineService:
             definitions=self.definitions,
             types=self.types,
             limits=self.limits,
-            quotas=self._quotas,
             signals=Signals(store=self.store, outbox=self.outbox),
             observing=self.observing,
         )
@@ -235,8 +244,11 @@ class EngineService:
 
 
 def quotas(settings: EngineSettings) -> Quotas:
-    """Per-project quotas (each project gets the same)."""
-    return Quotas(stacks_per_project=settings.max_stacks_per_project)
+    """Per-project and per-tree quotas (each project gets the same; every engine must use the same)."""
+    return Quotas(
+        stacks_per_project=settings.max_stacks_per_project,
+        resources_per_tree=settings.max_resources_per_tree,
+    )
 
 
 def heal_policy(settings: EngineSettings) -> HealPolicy:

@@ -91,10 +91,23 @@ async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceR
             fx.emit(ENGINE_QUEUE, result)
 
 
+def handle_token_ok(handle: ResourceRow, token: str) -> bool:
+    """Whether `token` is the handle's own (compared in constant time)."""
+    expected = handle.attributes.get("token") if handle.type == HANDLE else None
+    return isinstance(expected, str) and hmac.compare_digest(expected.encode(), token.encode())
+
+
 class Signals:
     def __init__(self, *, store: Store, outbox: Outbox) -> None:
         self._store = store
         self._outbox = outbox
+
+    async def authorizes(self, stack_id: StackId, name: str, token: str) -> bool:
+        """Whether `token` is the own token of the handle `name` (a read; `signal` checks
+        again), so a caller without a project token is answered before its body is read."""
+        async with self._store.transaction() as tx:
+            handle = (await tx.current_resources(stack_id, [name])).get(name)
+        return handle is not None and handle_token_ok(handle, token)
 
     async def signal(
         self, stack_id: StackId, name: str, data: Mapping[str, Any], *, token: str, project_token_ok: bool
@@ -103,11 +116,11 @@ class Signals:
         async with self._store.transaction() as tx:
             rows = await tx.current_resources(stack_id, [name])
             handle = rows.get(name)
+            if handle is None and not project_token_ok:  # the same answer as a wrong token
+                raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
             if handle is None:
                 raise NotFound(f"The Resource ({name}) could not be found.")
-            expected = handle.attributes.get("token") if handle.type == HANDLE else None
-            token_ok = isinstance(expected, str) and hmac.compare_digest(expected.encode(), token.encode())
-            if not (token_ok or project_token_ok):
+            if not (project_token_ok or handle_token_ok(handle, token)):
                 raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
             if handle.type != HANDLE:
                 raise SignalRefused(

@@ -75,6 +75,7 @@ async def begin_traversal(
         ],
     )
     current.update(zip(missing, new_ids, strict=True))
+    await tx.set_goal_resources(stack.stack_id, len(definition.resources))  # the tree's size counts it
     graph = traversal_graph(
         template_requires={n: r.requires for n, r in definition.resources.items()},
         current_rows={n: current[n] for n in definition.resources},

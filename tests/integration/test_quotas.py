@@ -7,19 +7,13 @@ stack are limited by the template limits: tests/unit/template/test_loader_limits
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from services.engine.api.app import build_app
-from services.engine.api.auth import Tokens
-from services.engine.api.deps import Quotas
-from shared.health import Readiness, health_routes, start_http
+from services.engine.core.quotas import Quotas
 from tests.integration.test_api import call
 from tests.support.convergence import converge
-from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -31,17 +25,12 @@ def template(count: int) -> dict[str, object]:
 
 @pytest.fixture
 async def base(database_url: str) -> AsyncIterator[str]:
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
-        api = dataclasses.replace(cv.engine.api(), quotas=Quotas(stacks_per_project=2))
-        health = health_routes(readiness=Readiness(), registry=CollectorRegistry())
-        port = free_port()
-        runner = await start_http(
-            build_app(health, api=api, tokens=Tokens.parse("t1=p1,t2=p2")), host="127.0.0.1", port=port
-        )
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            await runner.cleanup()
+    quotas = Quotas(stacks_per_project=2)
+    async with (
+        converge(database_url, seed=0, duplicate_rate=0.0, quotas=quotas) as cv,
+        cv.http("t1=p1,t2=p2") as url,
+    ):
+        yield url
 
 
 async def test_a_project_at_its_stack_quota_is_refused_and_others_are_not(base: str) -> None:

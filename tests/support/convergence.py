@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
 from services.engine.core.model import StackId
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
@@ -150,6 +151,7 @@ async def converge(
     stall_seconds: float = 300.0,
     crashes: CrashPlan | None = None,
     limits: TemplateLimits = DEFAULT_LIMITS,
+    quotas: Quotas = DEFAULT_QUOTAS,
 ) -> AsyncIterator[Converge]:
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
@@ -166,6 +168,7 @@ async def converge(
         supervisor=supervisor,
         stall_seconds=stall_seconds,
         limits=limits,
+        quotas=quotas,
     )
     engines: CrashingEngines | None = None
     if crashes is not None:

@@ -25,14 +25,6 @@ from shared.plugins import ResourceType
 
 
 @dataclass(frozen=True)
-class Quotas:
-    stacks_per_project: int = 1000
-
-
-DEFAULT_QUOTAS = Quotas()
-
-
-@dataclass(frozen=True)
 class ApiDeps:
     operations: Operations
     queries: Queries
@@ -42,7 +34,6 @@ class ApiDeps:
     signals: Signals
     observing: Observing
     limits: TemplateLimits = DEFAULT_LIMITS
-    quotas: Quotas = DEFAULT_QUOTAS
 
     async def current_definition(self, stack: StackView) -> StackDefinition | None:
         """The stack's current definition (cached by template), or None before it has one."""

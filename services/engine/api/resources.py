@@ -1,5 +1,10 @@
 """Heat v1 routes under one stack: resources (list, show, metadata, signal,
 mark unhealthy) and events (per stack and per resource, paged).
+
+A signal may come with a wait-condition handle's token instead of a project
+token; then every failure (no such resource, not a handle, wrong token) is
+the same 401, so the caller learns nothing about what exists. An event
+marker is looked up among the events being listed only.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.engine.api.auth import PRINCIPAL
+from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import query_values, read_json, storable_text
@@ -21,6 +26,11 @@ from services.engine.store.queries import NestedStack, StackView
 
 MAX_EVENTS = 1000
 MAX_NESTED_DEPTH = 100
+
+
+def is_signal(method: str, rest: list[str]) -> bool:
+    """Whether `rest` (the path under a stack) is a resource signal."""
+    return method == "POST" and len(rest) == 3 and rest[0] == "resources" and rest[2] == "signal"
 
 
 def _base(request: web.Request) -> str:
@@ -37,10 +47,10 @@ async def dispatch(
         return await event(deps, request, stack, rest[1])
     if rest == ["resources"] and method == "GET":
         return await list_resources(deps, request, stack)
-    if len(rest) == 3 and rest[0] == "resources" and rest[2] == "signal" and method == "POST":
+    if is_signal(method, rest):
         return await signal(deps, request, stack, rest[1])
     if PRINCIPAL not in request:
-        raise unauthorized("Authentication required: a valid X-Auth-Token header")
+        raise unauthorized(AUTH_REQUIRED)
     if len(rest) >= 2 and rest[0] == "resources":
         name, tail = rest[1], rest[2:]
         row = await deps.queries.resource(stack.stack_id, name)
@@ -89,7 +99,16 @@ def _masked(value: Any, secrets: set[str]) -> Any:
 
 
 async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
-    if not storable_text(name):  # no resource name holds a NUL, and PostgreSQL cannot compare one
+    authenticated = PRINCIPAL in request
+    token = request.headers.get("X-Auth-Token", "")
+    # Without a project token, only the handle's own token gets further than one 401: before
+    # the body is read, so neither a bad body nor a large one tells that the stack exists.
+    # (No resource name holds a NUL, and PostgreSQL cannot compare one.)
+    if not authenticated and not (
+        storable_text(name) and await deps.signals.authorizes(StackId(stack.stack_id), name, token)
+    ):
+        raise unauthorized(AUTH_REQUIRED)
+    if not storable_text(name):
         raise not_found(f"The Resource ({name}) could not be found.")
     data = await read_json(request)
     if data is None:
@@ -101,11 +120,11 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
             StackId(stack.stack_id),
             name,
             data,
-            token=request.headers.get("X-Auth-Token", ""),
-            project_token_ok=PRINCIPAL in request,
+            token=token,
+            project_token_ok=authenticated,
         )
     except Unauthorized as exc:
-        raise unauthorized(str(exc)) from exc
+        raise unauthorized(AUTH_REQUIRED) from exc
     return web.Response(status=200)
 
 

@@ -4,6 +4,12 @@ A stack is addressed as `stacks/{name}/{id}`; `stacks/{name}` and
 `stacks/{id}` (with any sub-path) answer 302 to that canonical URL, and
 clients re-send the same request there. Sub-paths under a stack (resources,
 events, actions) are dispatched to their modules from here.
+
+A stack is always looked up within the URL's project, for admins too (an
+admin may use any project's URL, and lists every project's stacks with
+`global_tenant=true`). The one request that may come without a project token
+is a resource signal with a handle's token; anything else unauthenticated is
+the same 401, whatever exists.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from aiohttp import web
 
 from services.engine.api import live
 from services.engine.api import resources as resource_routes
-from services.engine.api.auth import PRINCIPAL
+from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
@@ -41,13 +47,6 @@ def url_project(request: web.Request) -> str:
     if not storable_text(project):
         raise not_found("The resource could not be found.")
     return project
-
-
-def visible_project(request: web.Request) -> str | None:
-    """The project whose stacks this request may see (None: all, for admins)."""
-    project = url_project(request)
-    principal = request.get(PRINCIPAL)
-    return None if principal is not None and principal.admin and project != principal.project_id else project
 
 
 class StackRoutes:
@@ -104,10 +103,6 @@ class StackRoutes:
         if template is None:
             raise bad_request("a template is required")
         project = url_project(request)
-        if await self._d.queries.count_stacks(project) >= self._d.quotas.stacks_per_project:
-            raise bad_request(
-                f"quota exceeded: at most {self._d.quotas.stacks_per_project} stacks per project"
-            )
         stack_id = await self._d.operations.create(
             project_id=project,
             name=body.stack_name,
@@ -130,10 +125,10 @@ class StackRoutes:
         template = body.template_document(self._d.limits)
         if body.stack_name is None or template is None:
             raise bad_request("stack_name and a template are required")
-        project = request.match_info["project"]
+        project = url_project(request)
         draft = preview_stack(project, body.stack_name, body.disable_rollback, body.timeout_mins)
         goal = Goal(template, body.environment_document(self._d.limits), body.parameters, body.files)
-        definition = self._d.operations.validate(goal, draft)
+        definition = await self._d.operations.validate_new(goal, draft)
         base = base_url(request)
         view = stack_detail(
             preview_view(draft, body.tag_list()),
@@ -195,16 +190,16 @@ class StackRoutes:
         segments = [s for s in request.match_info["tail"].split("/") if s]
         # "stacks//" has no name; no stack name can hold a NUL (and PostgreSQL cannot compare one)
         ident = segments[0] if segments and storable_text(segments[0]) else None
-        stack = await self._d.queries.stack(visible_project(request), ident) if ident else None
+        stack = await self._d.queries.stack(url_project(request), ident) if ident else None
         authenticated = PRINCIPAL in request
         if stack is None:
             if not authenticated:
-                raise unauthorized("Authentication required: a valid X-Auth-Token header")
+                raise unauthorized(AUTH_REQUIRED)
             raise not_found(f"The Stack ({ident or ''}) could not be found.")
         canonical = len(segments) > 1 and segments[1] == str(stack.stack_id) and segments[0] == stack.name
         if not canonical:
             if not authenticated:
-                raise unauthorized("Authentication required: a valid X-Auth-Token header")
+                raise unauthorized(AUTH_REQUIRED)
             rest = segments[2:] if len(segments) > 1 and segments[1] == str(stack.stack_id) else segments[1:]
             target = "/".join([stack_path(base_url(request), stack.name, stack.stack_id), *rest])
             if request.query_string:
@@ -214,6 +209,8 @@ class StackRoutes:
 
     async def _on_stack(self, request: web.Request, stack: StackView, rest: list[str]) -> web.StreamResponse:
         method = request.method
+        if PRINCIPAL not in request and not resource_routes.is_signal(method, rest):
+            raise unauthorized(AUTH_REQUIRED)
         if not rest:
             handler = {"GET": self.show, "PUT": self.update, "PATCH": self.patch, "DELETE": self.delete}.get(
                 method

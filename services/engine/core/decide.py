@@ -5,9 +5,11 @@ with the row (last applied properties, status) and decide create, update in
 place, replace (a new row, created first), adopt an external id, or nothing.
 Cleanup node of a row: keep it when the current goal adopted it, otherwise
 delete the real resource (or just forget the row when there is nothing real
-behind it or its deletion policy retains it). A failed action leaves the row
-the properties its delete needs (`properties_after_failure`); a stack check
-that found failures ends with `check_failure_reason`.
+behind it or its deletion policy retains it). A row adopted through
+`external_id` is never deleted: it is let go of (Heat: "not managed by Heat
+... won't be deleted by heat when stack is deleted"). A failed action leaves
+the row the properties its delete needs (`properties_after_failure`); a stack
+check that found failures ends with `check_failure_reason`.
 """
 
 from __future__ import annotations
@@ -93,11 +95,14 @@ class Cleanup(StrEnum):
     KEEP = "keep"  # the current goal adopted this row
     DELETE = "delete"  # delete the real resource, then the row
     FORGET = "forget"  # drop the row only (nothing real, or Retain)
+    LET_GO = "let_go"  # adopted through external_id: drop the row, release a child stack
 
 
 def decide_cleanup(row: ResourceRow, *, current_template_id: TemplateId | None) -> Cleanup:
     if row.template_id == current_template_id and row.replaced_by is None:
         return Cleanup.KEEP
+    if row.external:
+        return Cleanup.LET_GO
     if not row.exists or row.deletion_policy == "Retain":
         return Cleanup.FORGET
     return Cleanup.DELETE

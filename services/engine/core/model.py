@@ -69,6 +69,13 @@ class StackRow:
     owner_resource_id: ResourceId | None = None
     owner_job_id: str | None = None
     nested_depth: int = 0
+    # The top of its tree (itself for a top-level stack; None only in a draft).
+    root_stack_id: StackId | None = None
+
+    @property
+    def root(self) -> StackId:
+        """The top-level stack of this stack's tree."""
+        return self.root_stack_id or self.stack_id
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ class ResourceRow:
     version: int = 0
     waiting_traversal: TraversalId | None = None
     waiting_node: Node | None = None
+    # Adopted through `external_id`: not managed, never deleted, only let go of.
+    external: bool = False
 
     @property
     def exists(self) -> bool:

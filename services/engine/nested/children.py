@@ -5,15 +5,20 @@ Where it sits: `checks.Convergence.handle` passes `NestedStackJob` and
 (inbox) and that commits the effects (rows, events, outbox).
 
 `start` runs the parent's job on the child, in one transaction: a create
-makes the child stack row (recording its parent, the owning resource and the
-depth, and the child's id as the resource's physical id); every job sets the
+makes the child stack row (recording its parent, the owning resource, the
+depth and the tree's top, and the child's id as the resource's physical id);
+the child is found again through `nested.claims.owned_child` every time, so a
+physical id naming a stack the resource does not own (another project's, or
+another resource's) is never acted on; every job sets the
 child's `owner_job_id` to the job and begins the child's operation — update
 to the goal `core.nesting.child_goal` computes, delete, check, suspend or
 resume — through the same traversal code as any stack, which preempts
 whatever the child was doing. A job the parent no longer waits for is
 dropped; one whose parent operation ended before it started is answered
-FAILED. A child goal that is invalid, or too deep, is answered FAILED with
-the reason, naming the resource.
+FAILED. A child goal that is invalid, too deep, past the project's stack
+quota or past the tree's resource limit (`core.quotas`; counted under the
+tree's lock, before any row is created) is answered FAILED with the reason,
+naming the resource.
 
 `cancel` stops the child operation answering one job (as a cancel without
 rollback does) and cancels its own children the same way.
@@ -36,10 +41,12 @@ from services.engine.core.nesting import (
     child_name,
     removed_names,
 )
+from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
+from services.engine.nested.claims import owned_child
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import (
@@ -66,11 +73,13 @@ class Children:
         types: Mapping[str, type[ResourceType]],
         answers: Answers,
         limits: TemplateLimits = DEFAULT_LIMITS,
+        quotas: Quotas = DEFAULT_QUOTAS,
     ) -> None:
         self._definitions = definitions
         self._types = types
         self._answers = answers
         self._limits = limits
+        self._quotas = quotas
 
     # -- a parent job ----------------------------------------------------------
 
@@ -84,7 +93,7 @@ class Children:
             reason = "the parent's operation ended before the nested stack started"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason)
             return
-        child = await self._live_child(tx, row)
+        child = await owned_child(tx, parent, row)
         if job.action is JobAction.DELETE:
             if child is None:
                 _answer(fx, parent, row, job, JobOutcome.COMPLETE, physical_id=row.physical_id)
@@ -97,15 +106,6 @@ class Children:
             await self._stack_action(tx, child, job, fx)
         else:
             await self._converge(tx, parent, row, child, job, fx)
-
-    async def _live_child(self, tx: Tx, row: ResourceRow) -> StackRow | None:
-        if row.physical_id is None:
-            return None
-        try:
-            child_id = StackId(uuid.UUID(row.physical_id))
-        except ValueError:
-            return None
-        return await tx.stack(child_id)
 
     async def _claim(
         self, tx: Tx, child: StackRow, job: NestedStackJob
@@ -176,11 +176,17 @@ class Children:
             owner_stack_id=parent.stack_id,
             owner_resource_id=row.resource_id,
             nested_depth=depth,
+            root_stack_id=parent.root,
         )
         try:
             goal, template, definition = await self._goal(tx, parent, row, child, draft)
         except (NestedInvalid, TemplateInvalid) as exc:
             reason = f"the nested stack of resource {row.name} is invalid: {exc}"
+            _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
+            return
+        refusal = await self._limit_refusal(tx, parent, child, len(definition.resources))
+        if refusal is not None:
+            reason = f"resource {row.name} of stack {parent.name} cannot store its nested stack: {refusal}"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
         if child is None:
@@ -193,6 +199,7 @@ class Children:
                 tags=(),
                 owner=(parent.stack_id, row.resource_id),
                 nested_depth=depth,
+                root_stack_id=parent.root,
             ):
                 raise ConflictError(f"nested stack name {draft.name} is taken; will retry with another")
             if not await tx.update_resource(row, physical_id=str(child_id)):
@@ -214,6 +221,21 @@ class Children:
             existing=existing,
             answers=self._answers,
         )
+
+    async def _limit_refusal(
+        self, tx: Tx, parent: StackRow, child: StackRow | None, resources: int
+    ) -> str | None:
+        """Why the child may not hold `resources` resources now (None: it may): the tree would
+        grow past its limit, or a new child would take the project past its stack quota.
+        The tree stays locked until the transaction ends, so concurrent children of one tree
+        are counted one after another; the lock is taken before any row lock."""
+        await tx.lock_tree(parent.root)
+        count = await tx.tree_resources(parent.root, stack_id=child.stack_id if child else None)
+        refusal = tree_refusal(self._quotas, others=count.others, before=count.of_stack, after=resources)
+        quota = self._quotas.stacks_per_project
+        if refusal is None and child is None and not await tx.reserve_stack(parent.project_id, quota):
+            refusal = stack_quota_message(self._quotas)
+        return refusal
 
     async def _goal(
         self, tx: Tx, parent: StackRow, row: ResourceRow, child: StackRow | None, draft: StackRow
@@ -272,10 +294,20 @@ class Children:
     # -- cancel ---------------------------------------------------------------
 
     async def cancel(self, tx: Tx, msg: CancelNested, fx: Effects) -> None:
-        """Stop the child operation answering `msg.job_id` (nothing if it moved on)."""
+        """Stop the child operation answering `msg.job_id` (nothing if it moved on). Only a
+        stack the job started answers it, so a stack id naming any other is left untouched:
+        it is read before anything of it is locked."""
+
+        def answering(child: StackRow | None) -> bool:
+            return (
+                child is not None and child.owner_job_id == msg.job_id and child.status is Status.IN_PROGRESS
+            )
+
+        if not answering(await tx.stack(StackId(msg.stack_id))):
+            return
         rows = await tx.claim_resources(StackId(msg.stack_id))
         child = await tx.stack(StackId(msg.stack_id), lock=True)
-        if child is None or child.owner_job_id != msg.job_id or child.status is not Status.IN_PROGRESS:
+        if child is None or not answering(child):
             return
         await stop_stack(tx, child, rows, fx, answers=self._answers)
 

@@ -2,7 +2,9 @@
 
 Plain reads outside any convergence transaction; every query is scoped to a
 project (or, for admins, all projects) so another project's stacks are
-simply not found.
+simply not found. Paging markers too: a marker is looked up only among the
+stacks (or events) being listed, so another project's id behaves exactly as
+an unknown one.
 """
 
 from __future__ import annotations
@@ -119,8 +121,8 @@ class Queries:
             args.append(f.marker)
             op = ">" if direction == "ASC" else "<"
             clauses.append(
-                f"({column}, stack_id) {op} "
-                f"(SELECT {column}, stack_id FROM stacks WHERE stack_id = ${len(args)})"
+                f"({column}, stack_id) {op} (SELECT {column}, stack_id FROM stacks "
+                f"WHERE stack_id = ${len(args)} AND ($1::text IS NULL OR project_id = $1))"
             )
         args.append(f.limit)
         rows = await self._pool.fetch(
@@ -129,15 +131,6 @@ class Queries:
             *args,
         )
         return [_stack(r) for r in rows]
-
-    async def count_stacks(self, project_id: str) -> int:
-        """Live top-level stacks of the project (nested stacks come with their parent)."""
-        n: int = await self._pool.fetchval(
-            """SELECT count(*) FROM stacks
-               WHERE project_id = $1 AND deleted_at IS NULL AND owner_stack_id IS NULL""",
-            project_id,
-        )
-        return n
 
     async def stack_tree(self, stack_id: uuid.UUID, depth: int) -> list[NestedStack]:
         """`stack_id` and its live nested stacks down to `depth` levels, parents first."""
@@ -222,7 +215,8 @@ class Queries:
             await self._pool.fetch(
                 f"""SELECT * FROM events
                 WHERE stack_id = ANY($1::uuid[]) AND ($2::text IS NULL OR resource_name = $2)
-                  AND ($3::uuid IS NULL OR event_seq {op} (SELECT event_seq FROM events WHERE event_id = $3))
+                  AND ($3::uuid IS NULL OR event_seq {op} (
+                      SELECT event_seq FROM events WHERE event_id = $3 AND stack_id = ANY($1::uuid[])))
                 ORDER BY event_seq {direction} LIMIT $4""",
                 stacks,
                 resource_name,

@@ -29,17 +29,18 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.store.observing import ObservationStatements
+from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
 
 _RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
     properties, attributes, requires, replaces, replaced_by, template_id, deletion_policy,
     current_job, job_node, job_properties, job_requires, job_template_id, traversal_id, version,
-    waiting_traversal, waiting_node"""
+    waiting_traversal, waiting_node, external"""
 
 _STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
     current_template_id, previous_template_id, disable_rollback, timeout_mins, owner_stack_id,
-    owner_resource_id, owner_job_id, nested_depth"""
+    owner_resource_id, owner_job_id, nested_depth, root_stack_id"""
 
 
 def _stack(r: asyncpg.Record) -> StackRow:
@@ -59,6 +60,7 @@ def _stack(r: asyncpg.Record) -> StackRow:
         owner_resource_id=r["owner_resource_id"],
         owner_job_id=r["owner_job_id"],
         nested_depth=r["nested_depth"],
+        root_stack_id=r["root_stack_id"],
     )
 
 
@@ -88,6 +90,7 @@ def _resource(r: asyncpg.Record) -> ResourceRow:
         version=r["version"],
         waiting_traversal=r["waiting_traversal"],
         waiting_node=r["waiting_node"],
+        external=r["external"],
     )
 
 
@@ -123,7 +126,7 @@ class EventRecord:
     reason: str
 
 
-class Tx(ObservationStatements):
+class Tx(ObservationStatements, TenancyStatements):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
@@ -184,13 +187,16 @@ class Tx(ObservationStatements):
         tags: Sequence[str],
         owner: tuple[StackId, ResourceId] | None = None,
         nested_depth: int = 0,
+        root_stack_id: StackId | None = None,
     ) -> bool:
         """Create the stack row (INIT); False when the name is taken in the project.
-        A child stack names its `owner`: the parent stack and the resource owning it."""
+        A child stack names its `owner`: the parent stack and the resource owning it,
+        and the top of its tree (`root_stack_id`; a top-level stack is its own)."""
         r = await self._c.fetchval(
             """INSERT INTO stacks (stack_id, project_id, name, action, status, disable_rollback,
-                                   timeout_mins, tags, owner_stack_id, owner_resource_id, nested_depth)
-               VALUES ($1, $2, $3, 'INIT', 'COMPLETE', $4, $5, $6, $7, $8, $9)
+                                   timeout_mins, tags, owner_stack_id, owner_resource_id, nested_depth,
+                                   root_stack_id)
+               VALUES ($1, $2, $3, 'INIT', 'COMPLETE', $4, $5, $6, $7, $8, $9, coalesce($10::uuid, $1::uuid))
                ON CONFLICT DO NOTHING RETURNING 1""",
             stack_id,
             project_id,
@@ -201,6 +207,7 @@ class Tx(ObservationStatements):
             owner[0] if owner else None,
             owner[1] if owner else None,
             nested_depth,
+            root_stack_id,
         )
         return r is not None
 

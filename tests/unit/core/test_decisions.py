@@ -95,6 +95,20 @@ def test_cleanup_keeps_rows_the_current_goal_adopted_and_deletes_the_rest() -> N
     assert decide_cleanup(row(deletion_policy="Retain"), current_template_id=current) is Cleanup.FORGET
 
 
+def test_cleanup_lets_go_of_a_row_adopted_through_external_id_and_never_deletes_it() -> None:
+    current = TemplateId(uuid.uuid4())
+    old = TemplateId(uuid.uuid4())
+    assert (
+        decide_cleanup(row(template_id=current, external=True), current_template_id=current) is Cleanup.KEEP
+    )
+    for external in (
+        row(template_id=old, external=True),  # removed from the template, or its stack deleted
+        row(template_id=current, replaced_by=ResourceId(9), external=True),  # replaced
+        row(template_id=old, action=Action.UPDATE, external=True),  # updated since it was adopted
+    ):
+        assert decide_cleanup(external, current_template_id=current) is Cleanup.LET_GO
+
+
 def test_failure_reasons_read_like_heats() -> None:
     assert failure_reason(Action.CREATE, "boom") == "Resource CREATE failed: boom"
     assert failure_reason("update", "Resource UPDATE failed: x") == "Resource UPDATE failed: x"
