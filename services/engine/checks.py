@@ -47,6 +47,7 @@ from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import DEFAULT_LIMITS, ResolutionError, TemplateLimits, resolve_properties
+from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
@@ -77,13 +78,16 @@ class Convergence:
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
         self._answers = Answers(definitions=definitions, types=types)
-        self._children = Children(definitions=definitions, types=types, answers=self._answers, limits=limits)
+        self._children = Children(
+            definitions=definitions, types=types, answers=self._answers, limits=limits, templates=templates
+        )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         context: dict[str, Any] = {}

@@ -42,6 +42,7 @@ from services.engine.store import Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.template import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template_pool import INLINE, TemplatePool, TemplateRunner
 from shared.bus import Bus, Delivery
 from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
@@ -78,6 +79,7 @@ class EngineService:
         outbox_stale_seconds: float = 5.0,
         relay_seconds: float = 1.0,
         store_retries: int = 5,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._quotas = quotas
         self._clock = clock
@@ -96,13 +98,24 @@ class EngineService:
         self._store_retries = store_retries
         self.types = types
         self.limits = limits
-        self.definitions = definitions = DefinitionCache(types=types, limits=limits)
+        self.templates = templates
+        self.definitions = definitions = DefinitionCache(types=types, limits=limits, templates=templates)
         self.queries = Queries(pool)
         self.operations = Operations(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
+            store=self.store,
+            outbox=self.outbox,
+            definitions=definitions,
+            types=types,
+            limits=limits,
+            templates=templates,
         )
         self.convergence = Convergence(
-            store=self.store, outbox=self.outbox, definitions=definitions, types=types, limits=limits
+            store=self.store,
+            outbox=self.outbox,
+            definitions=definitions,
+            types=types,
+            limits=limits,
+            templates=templates,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self._supervisor = supervisor
@@ -121,6 +134,7 @@ class EngineService:
             quotas=self._quotas,
             signals=Signals(store=self.store, outbox=self.outbox),
             observing=self.observing,
+            templates=self.templates,
         )
 
     def consumptions(self) -> list[Consumption]:
@@ -238,4 +252,16 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
         max_template_bytes=settings.max_template_bytes,
         max_resources=settings.max_resources_per_stack,
         max_nested_depth=settings.max_nested_depth,
+        max_evaluation_bytes=settings.max_evaluation_bytes,
+        max_evaluation_items=settings.max_evaluation_items,
+    )
+
+
+def template_pool(settings: EngineSettings, types: Mapping[str, type[ResourceType]]) -> TemplatePool:
+    """The process pool where this engine's template work runs (close it when done)."""
+    return TemplatePool(
+        workers=settings.template_workers,
+        timeout_seconds=settings.template_timeout_seconds,
+        memory_bytes=settings.template_worker_memory_bytes,
+        preload=sorted({cls.__module__ for cls in types.values()}),
     )

@@ -12,8 +12,10 @@ to the goal `core.nesting.child_goal` computes, delete, check, suspend or
 resume — through the same traversal code as any stack, which preempts
 whatever the child was doing. A job the parent no longer waits for is
 dropped; one whose parent operation ended before it started is answered
-FAILED. A child goal that is invalid, or too deep, is answered FAILED with
-the reason, naming the resource.
+FAILED. A child goal that is invalid, too deep, or too big (a group's
+`count`, the evaluation budget, the template pool's limits) is answered
+FAILED with the reason, naming the resource. The goal is computed, parsed and
+validated in the template pool (`goals.load_child_goal`), off the event loop.
 
 `cancel` stops the child operation answering one job (as a cancel without
 rollback does) and cancels its own children the same way.
@@ -28,30 +30,18 @@ from typing import Any
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.nesting import (
-    GROUP_TYPE,
-    ChildGoal,
-    NestedInvalid,
-    child_goal,
-    child_name,
-    removed_names,
-)
+from services.engine.core.nesting import GROUP_TYPE, ChildGoal, NestedInvalid, child_name, removed_names
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
+from services.engine.goals import load_child_goal
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import (
-    DEFAULT_LIMITS,
-    StackDefinition,
-    TemplateInvalid,
-    TemplateLimits,
-    load_stack,
-)
-from services.engine.template.loader import DocumentError, load_document
+from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
+from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import EMPTY_TEMPLATE, STACK_ACTIONS, begin_stack_action, begin_traversal
-from shared.errors import ConflictError
+from shared.errors import ConflictError, InvalidInput
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
@@ -66,11 +56,13 @@ class Children:
         types: Mapping[str, type[ResourceType]],
         answers: Answers,
         limits: TemplateLimits = DEFAULT_LIMITS,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._definitions = definitions
         self._types = types
         self._answers = answers
         self._limits = limits
+        self._templates = templates
 
     # -- a parent job ----------------------------------------------------------
 
@@ -179,7 +171,7 @@ class Children:
         )
         try:
             goal, template, definition = await self._goal(tx, parent, row, child, draft)
-        except (NestedInvalid, TemplateInvalid) as exc:
+        except InvalidInput as exc:  # invalid, or past a limit: the resource fails, saying why
             reason = f"the nested stack of resource {row.name} is invalid: {exc}"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
@@ -229,7 +221,8 @@ class Children:
                 ref = reference_data(member, self._types).reference_id
                 if member.replaced_by is None and ref is not None:
                     members[ref] = member.name
-        goal = child_goal(
+        goal, definition = await self._templates.run(
+            load_child_goal,
             row.type,
             row.job_properties or {},
             environment=record.environment,
@@ -237,21 +230,12 @@ class Children:
             timeout_mins=parent.timeout_mins,
             members=members,
             removed=removed_names(row.attributes),
-        )
-        try:
-            template = load_document(goal.template, limits=self._limits, what="template")
-        except DocumentError as exc:
-            raise NestedInvalid(str(exc)) from None
-        definition = load_stack(
-            template,
-            environment=dict(goal.environment),
-            parameters=dict(goal.parameters),
-            files=dict(goal.files),
-            types=self._types,
             identity=identity_of(draft),
+            types=self._types,
             limits=self._limits,
         )
-        return goal, template, definition
+        assert isinstance(goal.template, dict)
+        return goal, goal.template, definition
 
     async def _store_goal(
         self,

@@ -1,0 +1,145 @@
+"""The template pool: where user-controlled template work runs, off the event loop.
+
+Where it sits: an edge, injected into the API handlers, `Operations`,
+`DefinitionCache` and nested `Children` as a `TemplateRunner`, which runs a
+pure job (`goals.load_goal`, `validate_goal`, `load_definition`,
+`load_child_goal`) and returns its result. `TemplatePool` (what
+`converge-engine` and `converge up` use) runs each job in one of a bounded
+number of worker processes (pebble's `ProcessPool`, started by forkserver):
+
+- a job that runs longer than `timeout_seconds` is stopped by killing its
+  worker (a new one takes its place) and answered `TemplateTooSlow`;
+- each worker's address space is capped (`RLIMIT_AS`, `memory_bytes`), so a
+  job that gets past the evaluation budget fails with `MemoryError`
+  (answered `TemplateTooBig`) instead of taking the machine down; a worker
+  that dies all the same is answered `TemplateWorkerDied`;
+- arguments and results cross the process boundary pickled (in pebble's
+  threads, not on the loop); errors keep their type and message.
+
+All three answers are `InvalidInput` (400 at the API; a nested resource
+fails with the message). A job waits in the queue while every worker is
+busy, so a slow template delays only the requests queued behind it, and the
+process's own event loop (health checks, other tenants' reads, convergence)
+never runs template code. `InlineTemplates` runs jobs in the caller's thread:
+for unit tests and tools (and the constant empty template of a delete).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import multiprocessing
+import resource
+from collections.abc import Callable, Iterable
+from typing import ParamSpec, Protocol, TypeVar
+
+import pebble
+import structlog
+
+from shared.errors import InvalidInput
+
+log = structlog.get_logger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: Imported once by the fork server, so each worker starts with them loaded.
+_PRELOAD = ("services.engine.goals",)
+
+
+class TemplateRunner(Protocol):
+    async def run(self, job: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+
+class InlineTemplates:
+    """Runs each job at once in the caller's thread (no limits but the budget's)."""
+
+    async def run(self, job: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return job(*args, **kwargs)
+
+
+INLINE = InlineTemplates()
+
+
+class TemplateWorkRefused(InvalidInput):
+    """The template pool stopped a job; the message names the limit and its setting."""
+
+
+class TemplateTooSlow(TemplateWorkRefused):
+    pass
+
+
+class TemplateTooBig(TemplateWorkRefused):
+    pass
+
+
+class TemplateWorkerDied(TemplateWorkRefused):
+    pass
+
+
+def _start_worker(memory_bytes: int) -> None:
+    """In each new worker: cap its address space (0 = no cap)."""
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def ping() -> int:
+    """A job that does nothing (`start` runs one per worker to start them)."""
+    return 0
+
+
+class TemplatePool:
+    """`workers` processes, each job stopped after `timeout_seconds`, each worker
+    capped at `memory_bytes` of address space."""
+
+    def __init__(
+        self, *, workers: int, timeout_seconds: float, memory_bytes: int, preload: Iterable[str] = ()
+    ) -> None:
+        """`preload`: more modules each worker should start with (the resource types')."""
+        self.workers = workers
+        self.timeout_seconds = timeout_seconds
+        self.memory_bytes = memory_bytes
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([*_PRELOAD, *preload])
+        self._pool = pebble.ProcessPool(
+            max_workers=workers, initializer=_start_worker, initargs=(memory_bytes,), context=context
+        )
+
+    async def start(self) -> None:
+        """Start the workers now rather than on the first request."""
+        await asyncio.gather(*(self.run(ping) for _ in range(self.workers)))
+
+    async def run(self, job: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        future: concurrent.futures.Future[T] = self._pool.schedule(
+            job, args=args, kwargs=kwargs, timeout=self.timeout_seconds
+        )
+        try:
+            return await asyncio.wrap_future(future)
+        except TimeoutError:
+            log.warning("template_job_stopped", job=job.__name__, reason="timeout")
+            raise TemplateTooSlow(
+                f"evaluating the template took longer than {self.timeout_seconds:g} s, the most one "
+                "request may take (raise it with CONVERGE_TEMPLATE_TIMEOUT_SECONDS); it was stopped"
+            ) from None
+        except MemoryError:
+            log.warning("template_job_stopped", job=job.__name__, reason="memory")
+            raise TemplateTooBig(_memory_message(self.memory_bytes)) from None
+        except pebble.ProcessExpired as exc:
+            log.warning("template_job_stopped", job=job.__name__, reason="worker died", exitcode=exc.exitcode)
+            raise TemplateWorkerDied(
+                f"the template worker evaluating this request stopped (exit code {exc.exitcode}); "
+                + _memory_message(self.memory_bytes)
+            ) from None
+
+    def close(self) -> None:
+        """Stop the workers (jobs still running are abandoned)."""
+        self._pool.stop()  # type: ignore[no-untyped-call]
+        self._pool.join(timeout=10)
+
+
+def _memory_message(memory_bytes: int) -> str:
+    limit = f"{memory_bytes // 2**20} MiB" if memory_bytes else "the machine's memory"
+    return (
+        f"evaluating the template needed more memory than a template worker may use ({limit}; raise "
+        "it with CONVERGE_TEMPLATE_WORKER_MEMORY_BYTES)"
+    )
