@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
-from services.engine.storable import check_storable
+from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
     Budget,
     StackDefinition,
@@ -99,6 +99,8 @@ def document(
     source: Mapping[str, Any] | str, what: str, limits: TemplateLimits, budget: Budget
 ) -> dict[str, Any]:
     """A request's document, parsed within `limits` and checked storable."""
+    if isinstance(source, str) and not storable_text(source):
+        raise InvalidInput("NUL characters and unpaired surrogates are not allowed", path=what)
     try:
         parsed = load_document(source, limits=limits, what=what, budget=budget)
     except DocumentError as exc:
@@ -118,7 +120,11 @@ def _adoption(source: Mapping[str, Any] | str, limits: TemplateLimits, budget: B
 
 
 def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[Goal, dict[str, str]]:
-    """The goal's documents parsed (and merged over `spec.base`), and the physical ids to adopt."""
+    """The goal's documents parsed (and merged over `spec.base`), and the physical ids to
+    adopt; everything the request gave checked storable (`api.requests.StackBody` leaves
+    that to here)."""
+    check_storable(spec.parameters, "parameters")
+    check_storable(spec.files, "files")
     base = spec.base
     adoption = _adoption(spec.adopt, limits, budget) if spec.adopt is not None else None
     if spec.template is not None:

@@ -13,7 +13,7 @@ rather than failing later in the store as a 500 (`services.engine.storable`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,6 +31,11 @@ class StackBody(BaseModel):
     """POST /stacks and PUT/PATCH /stacks/{name}/{id}."""
 
     model_config = ConfigDict(extra="ignore")
+
+    #: Checked storable by the template pool (`goals.parse_goal`), not on the event loop.
+    CHECKED_LATER: ClassVar[frozenset[str]] = frozenset(
+        {"template", "environment", "parameters", "files", "adopt_stack_data"}
+    )
 
     stack_name: str | None = Field(None, pattern=STACK_NAME)
     template: dict[str, Any] | str | None = None
@@ -79,8 +84,9 @@ def query_values(request: web.Request, names: Iterable[str]) -> list[str]:
     return values
 
 
-async def read_json(request: web.Request) -> Any:
-    """The request's JSON body (None when there is none), checked by `check_storable`."""
+async def read_json(request: web.Request, *, checked_later: Iterable[str] = ()) -> Any:
+    """The request's JSON body (None when there is none), checked by `check_storable`
+    except its top-level fields `checked_later` (the template pool checks those)."""
     if not request.can_read_body:
         return None
     try:
@@ -89,7 +95,13 @@ async def read_json(request: web.Request) -> Any:
         raise InvalidInput("the request body is nested too deeply") from exc
     except ValueError as exc:  # also UnicodeDecodeError: the body is not UTF-8
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
-    check_storable(data, "")
+    later = frozenset(checked_later)
+    if later and isinstance(data, dict):
+        check_storable({k: v for k, v in data.items() if k not in later}, "")
+        for key in later & data.keys():
+            check_storable(key, "")
+    else:
+        check_storable(data, "")
     return data
 
 
@@ -97,7 +109,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 async def parse_body(request: web.Request, model: type[M]) -> M:
-    data = await read_json(request)
+    """The body as `model`; a model's `CHECKED_LATER` fields (templates and their
+    inputs, walked in the template pool) are not walked here, on the event loop."""
+    data = await read_json(request, checked_later=getattr(model, "CHECKED_LATER", ()))
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -69,7 +69,7 @@ SETTINGS = {
 }
 
 #: Searching this many characters costs one byte of the evaluation budget.
-SEARCH_COST = 8
+SEARCH_COST = 16
 
 
 class Budget:
