@@ -60,20 +60,6 @@ class StackNotFound(NotFound):
     """No such stack (or not visible to this project)."""
 
 
-__all__ = [
-    "Goal",
-    "GoalSpec",
-    "NotCancellable",
-    "Operations",
-    "Refused",
-    "StackExists",
-    "StackNotFound",
-    "abandon_data",
-    "draft_stack",
-    "stack_action_refusal",
-]
-
-
 class Operations:
     def __init__(
         self,
