@@ -259,7 +259,8 @@ async def _pool_overhead() -> list[Row]:
                     round(b - a, 2),
                     "ms",
                     note=f"median of {repeat}: inline {a:.2f} ms, through the pool {b:.2f} ms "
-                    "(arguments and the StackDefinition pickled both ways)",
+                    "(arguments and the StackDefinition pickled both ways; the worker runs without "
+                    "the cyclic collector, the result is unpickled with it paused)",
                 )
             )
     finally:

@@ -13,8 +13,12 @@ number of worker processes (pebble's `ProcessPool`, started by forkserver):
   job that gets past the evaluation budget fails with `MemoryError`
   (answered `TemplateTooBig`) instead of taking the machine down; a worker
   that dies all the same is answered `TemplateWorkerDied`;
-- arguments and results cross the process boundary pickled (in pebble's
-  threads, not on the loop); errors keep their type and message.
+- arguments and results cross the process boundary pickled, not on the
+  loop: arguments in pebble's thread; a result is pickled by the worker itself
+  and unpickled here in a thread with the cyclic garbage collector paused (a
+  big stack is hundreds of thousands of objects: collecting while they are
+  created was most of the cost, and held the loop's GIL for long stretches);
+  errors keep their type and message.
 
 All three answers are `InvalidInput` (400 at the API; a nested resource
 fails with the message). A job waits in the queue while every worker is
@@ -28,10 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import multiprocessing
+import pickle
 import resource
+import threading
 from collections.abc import Callable, Iterable
-from typing import ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import pebble
 import structlog
@@ -88,6 +95,39 @@ def ping() -> int:
     return 0
 
 
+def _packed(job: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]) -> bytes:
+    """In a worker: run `job` without the cyclic collector (the worker does nothing
+    else meanwhile, and its memory is capped) and pickle the result."""
+    gc.disable()
+    try:
+        return pickle.dumps(job(*args, **kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        gc.enable()
+
+
+class _CollectorPause:
+    """Pauses Python's cyclic garbage collector while any holder needs it paused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._was_enabled = True
+
+    def loads(self, data: bytes) -> Any:
+        with self._lock:
+            if self._holders == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._holders += 1
+        try:
+            return pickle.loads(data)
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0 and self._was_enabled:
+                    gc.enable()
+
+
 class TemplatePool:
     """`workers` processes, each job stopped after `timeout_seconds`, each worker
     capped at `memory_bytes` of address space."""
@@ -104,17 +144,18 @@ class TemplatePool:
         self._pool = pebble.ProcessPool(
             max_workers=workers, initializer=_start_worker, initargs=(memory_bytes,), context=context
         )
+        self._collector = _CollectorPause()
 
     async def start(self) -> None:
         """Start the workers now rather than on the first request."""
         await asyncio.gather(*(self.run(ping) for _ in range(self.workers)))
 
     async def run(self, job: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        future: concurrent.futures.Future[T] = self._pool.schedule(
-            job, args=args, kwargs=kwargs, timeout=self.timeout_seconds
+        future: concurrent.futures.Future[bytes] = self._pool.schedule(
+            _packed, args=(job, args, kwargs), timeout=self.timeout_seconds
         )
         try:
-            return await asyncio.wrap_future(future)
+            data = await asyncio.wrap_future(future)
         except TimeoutError:
             log.warning("template_job_stopped", job=job.__name__, reason="timeout")
             raise TemplateTooSlow(
@@ -130,6 +171,8 @@ class TemplatePool:
                 f"the template worker evaluating this request stopped (exit code {exc.exitcode}); "
                 + _memory_message(self.memory_bytes)
             ) from None
+        result: T = await asyncio.to_thread(self._collector.loads, data)
+        return result
 
     def close(self) -> None:
         """Stop the workers (jobs still running are abandoned)."""
