@@ -252,7 +252,8 @@ class _Meter:
         self.left -= size
         if self.left < 0:
             raise DocumentError(
-                f"{self.what} size exceeds the maximum allowed size ({limits.max_template_bytes} bytes)"
+                f"{self.what} size exceeds the maximum allowed size ({limits.max_template_bytes} bytes; "
+                f"raise it with {SETTINGS['max_template_bytes']})"
             )
 
 
@@ -356,7 +357,8 @@ def load_document(
 def _check_size(size: int, limits: TemplateLimits, what: str) -> None:
     if size > limits.max_template_bytes:
         raise DocumentError(
-            f"{what} size ({size} bytes) exceeds the maximum allowed size ({limits.max_template_bytes} bytes)"
+            f"{what} size ({size} bytes) exceeds the maximum allowed size "
+            f"({limits.max_template_bytes} bytes); raise it with {SETTINGS['max_template_bytes']}"
         )
 
 

@@ -244,7 +244,9 @@ def test_a_mapping_is_measured_while_walked_not_serialised() -> None:
     document = {"heat_template_version": "2018-08-31", "resources": {}, "description": [shared] * 2000}
     with peak_allocation() as peak, pytest.raises(DocumentError) as caught:
         load_document(document, limits=TemplateLimits())
-    assert "template size exceeds the maximum allowed size (1048576 bytes)" in str(caught.value)
+    message = str(caught.value)
+    assert "template size exceeds the maximum allowed size (1048576 bytes; raise it with" in message
+    assert "CONVERGE_MAX_TEMPLATE_BYTES" in message
     assert peak() < 4 * MIB
 
 
