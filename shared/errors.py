@@ -15,7 +15,22 @@ from __future__ import annotations
 
 
 class ConvergeError(Exception):
-    """Root of every error Converge raises on purpose."""
+    """Root of every error Converge raises on purpose.
+
+    Pickles as it is (message and every attribute, whatever the subclass's
+    constructor takes), so an error raised in a worker process (the template
+    pool) reaches the caller unchanged.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[ConvergeError], args: tuple[object, ...], state: dict[str, object]) -> ConvergeError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class TransientError(ConvergeError):

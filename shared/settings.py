@@ -140,6 +140,42 @@ class EngineSettings(CommonSettings):
         description="How deep stacks may nest (a top-level stack's children are depth 1); "
         "stops a template resource that contains itself. Same on every engine; Heat's default.",
     )
+    max_evaluation_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024 * 1024 * 1024,
+        description="Bytes of strings one request may produce while its templates are evaluated "
+        "(function results, YAML alias repeats, group members, resolved values); checked while "
+        "they are produced. Keeps a request under 1 MiB to a few tens of MiB of memory.",
+    )
+    max_evaluation_items: int = Field(
+        200_000,
+        ge=1000,
+        le=100_000_000,
+        description="List items and map entries one request may produce the same way (repeat, "
+        "list_concat, map_merge, filter, group members, ...).",
+    )
+    template_workers: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Processes that parse, validate and evaluate templates, off the event loop; "
+        "requests beyond this many wait their turn.",
+    )
+    template_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="Most seconds one request's template work may take; past it the worker is "
+        "killed (and replaced) and the request answered 400. A 100,000-resource template takes ~10 s.",
+    )
+    template_worker_memory_bytes: int = Field(
+        2 * 1024 * 1024 * 1024,
+        ge=0,
+        le=1024 * 1024 * 1024 * 1024,
+        description="Address space of each template worker (RLIMIT_AS; 0 = no cap): a safety net "
+        "behind the evaluation budget, so no template can take the machine's memory.",
+    )
     api_tokens: str | None = Field(
         None,
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
-from services.engine.service import EngineService, heal_policy, quotas, template_limits
+from services.engine.service import EngineService, heal_policy, quotas, template_limits, template_pool
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
 from services.sandbox.app import build_app as build_sandbox_app
@@ -72,6 +72,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         bus = await open_bus(settings)
         stack.push_async_callback(bus.close)
         session = await stack.enter_async_context(aiohttp.ClientSession())
+        templates = template_pool(settings, types)
+        stack.callback(templates.close)
+        await templates.start()
         with structlog.contextvars.bound_contextvars(service="engine"):
             engine = EngineService(
                 pool=pool,
@@ -83,6 +86,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 limits=template_limits(settings),
                 heal=heal_policy(settings),
                 quotas=quotas(settings),
+                templates=templates,
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())

@@ -71,6 +71,7 @@ from services.engine.signals import CONDITION, condition_result
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import DEFAULT_LIMITS, ResolutionError, TemplateLimits, resolve_properties
+from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
 from shared.errors import ConflictError
@@ -102,6 +103,7 @@ class Convergence:
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._store = store
         self._outbox = outbox
@@ -111,7 +113,12 @@ class Convergence:
         self._quotas = quotas
         self._answers = Answers(definitions=definitions, types=types)
         self._children = Children(
-            definitions=definitions, types=types, answers=self._answers, limits=limits, quotas=quotas
+            definitions=definitions,
+            types=types,
+            answers=self._answers,
+            limits=limits,
+            quotas=quotas,
+            templates=templates,
         )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:

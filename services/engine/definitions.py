@@ -1,7 +1,9 @@
 """Parsed stack definitions, cached per template id (templates never change).
 
 Checking a resource needs its stack's `StackDefinition`; parsing it is
-O(stack size), so each engine parses a template once and keeps it (LRU).
+O(stack size), so each engine parses a template once and keeps it (LRU). A
+miss is parsed in the template pool (`goals.load_definition`), off the event
+loop; a hit costs nothing but the lookup.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from services.engine.core.model import StackRow, TemplateId
+from services.engine.goals import Goal, load_definition
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import (
     DEFAULT_LIMITS,
     StackDefinition,
     StackIdentity,
     TemplateLimits,
-    load_stack,
 )
+from services.engine.template_pool import INLINE, TemplateRunner
 from shared.errors import PermanentError
 from shared.plugins import ResourceType
 
@@ -27,22 +30,8 @@ def identity_of(stack: StackRow) -> StackIdentity:
     return StackIdentity(stack_name=stack.name, stack_id=str(stack.stack_id), project_id=stack.project_id)
 
 
-def build_definition(
-    record: TemplateRecord,
-    stack: StackRow,
-    *,
-    types: Mapping[str, type[ResourceType]],
-    limits: TemplateLimits = DEFAULT_LIMITS,
-) -> StackDefinition:
-    return load_stack(
-        dict(record.template),
-        environment=dict(record.environment),
-        parameters=dict(record.parameters),
-        files=dict(record.files),
-        types=types,
-        identity=identity_of(stack),
-        limits=limits,
-    )
+def stored_goal(record: TemplateRecord) -> Goal:
+    return Goal(record.template, record.environment, record.parameters, record.files)
 
 
 class DefinitionCache:
@@ -52,9 +41,11 @@ class DefinitionCache:
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
         size: int = 64,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._types = types
         self._limits = limits
+        self._templates = templates
         self._size = size
         self._cache: OrderedDict[TemplateId, StackDefinition] = OrderedDict()
         self._loading: dict[TemplateId, asyncio.Lock] = {}
@@ -82,7 +73,9 @@ class DefinitionCache:
                 record = await tx.template(template_id)
                 if record is None:
                     raise PermanentError(f"template {template_id} of stack {stack.stack_id} is missing")
-                definition = build_definition(record, stack, types=self._types, limits=self._limits)
+                definition = await self._templates.run(
+                    load_definition, stored_goal(record), identity_of(stack), self._types, self._limits
+                )
                 self.put(template_id, definition)
                 return definition
         finally:

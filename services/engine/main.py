@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
-from services.engine.service import EngineService, heal_policy, quotas, template_limits
+from services.engine.service import EngineService, heal_policy, quotas, template_limits, template_pool
 from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
@@ -50,16 +50,21 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             wait=settings.connect_wait_seconds,
         )
         stack.push_async_callback(bus.close)
+        types = load_types()
+        templates = template_pool(settings, types)
+        stack.callback(templates.close)
+        await templates.start()
         engine = EngineService(
             pool=pool,
             bus=bus,
-            types=load_types(),
+            types=types,
             engine_id=uuid.uuid4(),
             supervisor=supervisor,
             registry=registry,
             limits=template_limits(settings),
             quotas=quotas(settings),
             heal=heal_policy(settings),
+            templates=templates,
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

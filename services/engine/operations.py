@@ -1,7 +1,8 @@
 """Stack operations: create, update and delete are all updates to a goal.
 
-An operation validates the new template before anything changes, then in
-one transaction stores it, gives the stack a fresh traversal id (which alone
+An operation validates the new template before anything changes (parsing,
+validating and evaluating it in the template pool, `goals.load_goal`, never
+on the event loop), then in one transaction stores it, gives the stack a fresh traversal id (which alone
 preempts any operation still running), creates rows for new resources,
 stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -28,6 +28,7 @@ from services.engine.core.nesting import goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
+from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import stop_stack
@@ -40,9 +41,9 @@ from services.engine.template import (
     ResolutionError,
     StackDefinition,
     TemplateLimits,
-    load_stack,
     resolve_properties,
 )
+from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import EMPTY_TEMPLATE, begin_stack_action, begin_traversal, fail_or_roll_back
 from shared.errors import ConflictError, InvalidInput, NotFound
 from shared.plugins import ResourceType
@@ -66,16 +67,6 @@ class StackNotFound(NotFound):
     """No such stack (or not visible to this project)."""
 
 
-@dataclass(frozen=True)
-class Goal:
-    """What the user asked for: a template and its inputs."""
-
-    template: Mapping[str, Any]
-    environment: Mapping[str, Any] = field(default_factory=dict)
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    files: Mapping[str, str] = field(default_factory=dict)
-
-
 class Operations:
     def __init__(
         self,
@@ -86,6 +77,7 @@ class Operations:
         types: Mapping[str, type[ResourceType]],
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._store = store
         self._outbox = outbox
@@ -93,23 +85,21 @@ class Operations:
         self._types = types
         self._limits = limits
         self._quotas = quotas
+        self._templates = templates
         self._answers = Answers(definitions=definitions, types=types)
 
-    def validate(self, goal: Goal, stack: StackRow) -> StackDefinition:
-        """Raise `TemplateInvalid` (all errors, with paths) before anything changes."""
-        return load_stack(
-            dict(goal.template),
-            environment=dict(goal.environment),
-            parameters=dict(goal.parameters),
-            files=dict(goal.files),
-            types=self._types,
-            identity=identity_of(stack),
-            limits=self._limits,
-        )
+    async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
+        """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
+        template errors with their paths, or the limit it went past) before anything changes."""
+        spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
+        return await self._templates.run(load_goal, spec, identity_of(stack), self._types, self._limits)
 
-    async def validate_new(self, goal: Goal, draft: StackRow) -> StackDefinition:
+    async def validate(self, goal: Goal | GoalSpec, stack: StackRow) -> StackDefinition:
+        return (await self.load(goal, stack)).definition
+
+    async def validate_new(self, goal: Goal | GoalSpec, draft: StackRow) -> StackDefinition:
         """`validate`, and refuse a nested `external_id` the new stack could not adopt."""
-        definition = self.validate(goal, draft)
+        definition = await self.validate(goal, draft)
         async with self._store.transaction() as tx:
             await check_external_ids(tx, draft, definition, {})
         return definition
@@ -119,17 +109,20 @@ class Operations:
         *,
         project_id: str,
         name: str,
-        goal: Goal,
+        goal: Goal | GoalSpec,
         disable_rollback: bool = False,
         timeout_mins: int | None = None,
         tags: Sequence[str] = (),
         adopt: Mapping[str, str] | None = None,
     ) -> StackId:
         """Create a stack; with `adopt` (resource name -> physical id, from another
-        stack's abandon data) those resources are taken over as they are, not created."""
+        stack's abandon data, or the goal's `adopt_stack_data`) those resources are
+        taken over as they are, not created."""
         stack_id = StackId(uuid.uuid4())
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
-        definition = self.validate(goal, draft)
+        loaded = await self.load(goal, draft)
+        definition, goal = loaded.definition, loaded.goal
+        adopt = {**loaded.adopt, **(adopt or {})}
         unknown = sorted(set(adopt or {}) - set(definition.resources))
         if unknown:
             raise InvalidInput(
@@ -169,22 +162,26 @@ class Operations:
         await self._outbox.publish(ids, effects.messages)
         return stack_id
 
-    async def update(self, stack_id: StackId, goal: Goal) -> TraversalId:
+    async def update(self, stack_id: StackId, goal: Goal | GoalSpec) -> TraversalId:
         return await _retrying(lambda: self._change(stack_id, goal, Action.UPDATE))
 
     async def delete(self, stack_id: StackId) -> TraversalId:
         return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
 
-    async def preview_update(self, stack_id: StackId, goal: Goal) -> dict[str, list[ResourceRow | str]]:
+    async def preview_update(
+        self, stack_id: StackId, goal: Goal | GoalSpec
+    ) -> tuple[dict[str, list[ResourceRow | str]], Goal]:
         """What an update to `goal` would do to each resource, without doing it:
-        added / deleted / replaced / updated / unchanged (names for added ones).
-        A resource whose new properties depend on values not known yet counts as updated."""
+        added / deleted / replaced / updated / unchanged (names for added ones), and
+        the goal as parsed. A resource whose new properties depend on values not known
+        yet (or too big to resolve here) counts as updated."""
         async with self._store.transaction() as tx:
             stack = await tx.stack(stack_id)
             if stack is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             rows = await tx.resources(stack_id)
-        definition = self.validate(goal, stack)
+        loaded = await self.load(goal, stack)
+        definition = loaded.definition
         async with self._store.transaction() as tx:
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
             await check_external_ids(tx, stack, definition, current_ids)
@@ -193,7 +190,7 @@ class Operations:
         changes: dict[str, list[ResourceRow | str]] = {
             k: [] for k in ("added", "deleted", "replaced", "updated", "unchanged")
         }
-        digest = goal_digest(goal.environment, goal.files)
+        digest = goal_digest(loaded.goal.environment, loaded.goal.files)
         for name, goal_resource in definition.resources.items():
             row = current.get(name)
             if row is None or not row.exists:
@@ -217,7 +214,7 @@ class Operations:
             kind = {Forward.NOTHING: "unchanged", Forward.REPLACE: "replaced"}.get(decision.kind, "updated")
             changes[kind].append(row)
         changes["deleted"] = [r for n, r in current.items() if n not in definition.resources]
-        return changes
+        return changes, loaded.goal
 
     async def stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         """Check, suspend or resume every current resource (see `begin_stack_action`)."""
@@ -312,12 +309,17 @@ class Operations:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
-    async def _change(self, stack_id: StackId, goal: Goal, action: Action) -> TraversalId:
+    async def _change(self, stack_id: StackId, goal: Goal | GoalSpec, action: Action) -> TraversalId:
         async with self._store.transaction() as tx:
             stack = await tx.stack(stack_id)
         if stack is None:
             raise StackNotFound(f"stack {stack_id} not found")
-        definition = self.validate(goal, stack)
+        if action is Action.DELETE:  # the constant empty template: nothing a user controls
+            spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
+            loaded = load_goal(spec, identity_of(stack), self._types, self._limits)
+        else:
+            loaded = await self.load(goal, stack)
+        definition, goal = loaded.definition, loaded.goal
         effects = Effects()
         async with self._store.transaction() as tx:
             existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do

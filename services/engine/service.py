@@ -45,6 +45,7 @@ from services.engine.store import Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.template import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template_pool import INLINE, TemplatePool, TemplateRunner
 from shared.bus import Bus, Delivery
 from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
@@ -82,6 +83,7 @@ class EngineService:
         relay_seconds: float = 1.0,
         store_retries: int = 5,
         heal: HealPolicy | None = None,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._clock = clock
         self._stall_seconds = stall_seconds
@@ -99,7 +101,8 @@ class EngineService:
         self._store_retries = store_retries
         self.types = types
         self.limits = limits
-        self.definitions = definitions = DefinitionCache(types=types, limits=limits)
+        self.templates = templates
+        self.definitions = definitions = DefinitionCache(types=types, limits=limits, templates=templates)
         self.queries = Queries(pool)
         self.operations = Operations(
             store=self.store,
@@ -108,6 +111,7 @@ class EngineService:
             types=types,
             limits=limits,
             quotas=quotas,
+            templates=templates,
         )
         self.convergence = Convergence(
             store=self.store,
@@ -116,6 +120,7 @@ class EngineService:
             types=types,
             limits=limits,
             quotas=quotas,
+            templates=templates,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
@@ -136,6 +141,7 @@ class EngineService:
             limits=self.limits,
             signals=Signals(store=self.store, outbox=self.outbox),
             observing=self.observing,
+            templates=self.templates,
         )
 
     def consumptions(self) -> list[Consumption]:
@@ -263,4 +269,16 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
         max_template_bytes=settings.max_template_bytes,
         max_resources=settings.max_resources_per_stack,
         max_nested_depth=settings.max_nested_depth,
+        max_evaluation_bytes=settings.max_evaluation_bytes,
+        max_evaluation_items=settings.max_evaluation_items,
+    )
+
+
+def template_pool(settings: EngineSettings, types: Mapping[str, type[ResourceType]]) -> TemplatePool:
+    """The process pool where this engine's template work runs (close it when done)."""
+    return TemplatePool(
+        workers=settings.template_workers,
+        timeout_seconds=settings.template_timeout_seconds,
+        memory_bytes=settings.template_worker_memory_bytes,
+        preload=sorted({cls.__module__ for cls in types.values()}),
     )

@@ -1,5 +1,6 @@
 """Heat v1 catalog routes: resource types, template versions and their
-functions, and template validation. Nothing here touches a stack.
+functions, and template validation (in the template pool). Nothing here
+touches a stack.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import not_found
 from services.engine.api.requests import StackBody, parse_body
 from services.engine.api.views import json_response
-from services.engine.template import validate_response
+from services.engine.goals import validate_goal
 from services.engine.template.versions import VERSIONS, TemplateVersion
 from shared.plugins.registry import type_schema
 
@@ -155,17 +156,9 @@ class CatalogRoutes:
 
     async def validate(self, request: web.Request) -> web.Response:
         body = await parse_body(request, StackBody)
-        template = body.template_document(self._d.limits)
-        if template is None:
+        if not body.has_template():
             raise web.HTTPBadRequest(text="a template is required")
-        return json_response(
-            validate_response(
-                template,
-                environment=body.environment_document(self._d.limits),
-                parameters=body.parameters,
-                files=body.files,
-                types=self._d.types,
-                limits=self._d.limits,
-                project_id=request.match_info["project"],
-            )
+        response = await self._d.templates.run(  # parsed and evaluated in the template pool
+            validate_goal, body.goal_spec(), request.match_info["project"], self._d.types, self._d.limits
         )
+        return json_response(response)

@@ -21,6 +21,7 @@ from services.engine.template import (
     TemplateLimits,
     resolve_outputs,
 )
+from services.engine.template_pool import INLINE, TemplateRunner
 from shared.plugins import ResourceType
 
 
@@ -34,6 +35,7 @@ class ApiDeps:
     signals: Signals
     observing: Observing
     limits: TemplateLimits = DEFAULT_LIMITS
+    templates: TemplateRunner = INLINE  # where request templates are parsed and evaluated
 
     async def current_definition(self, stack: StackView) -> StackDefinition | None:
         """The stack's current definition (cached by template), or None before it has one."""

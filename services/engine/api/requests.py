@@ -1,24 +1,28 @@
 """Request bodies of the Heat v1 API, validated at the boundary (pydantic).
 
 A bad body is a 400 naming the field; templates and environments may be
-given as objects or as YAML/JSON text. Everything a request carries ends up
-in PostgreSQL text or jsonb columns, which cannot hold a NUL character, an
-unpaired surrogate or a non-finite number (NaN, Infinity, 1e400): those are
-refused here as 400 rather than failing later in the store as a 500.
+given as objects or as YAML/JSON text, and are passed on as sent
+(`StackBody.goal_spec`): they are parsed in the template pool
+(`services.engine.goals`), never on the event loop. Everything a request
+carries ends up in PostgreSQL text or jsonb columns, which cannot hold a NUL
+character, an unpaired surrogate or a non-finite number (NaN, Infinity,
+1e400): those are refused here (and in parsed documents, by the pool) as 400
+rather than failing later in the store as a 500 (`services.engine.storable`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.engine.template import DEFAULT_LIMITS, TemplateLimits
-from services.engine.template.loader import DocumentError, load_document
+from services.engine.goals import Goal, GoalSpec
+from services.engine.storable import check_storable, storable_text
 from shared.errors import InvalidInput
+
+__all__ = ["StackBody", "check_storable", "parse_body", "query_values", "read_json", "storable_text"]
 
 STACK_NAME = r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$"
 
@@ -27,6 +31,11 @@ class StackBody(BaseModel):
     """POST /stacks and PUT/PATCH /stacks/{name}/{id}."""
 
     model_config = ConfigDict(extra="ignore")
+
+    #: Checked storable by the template pool (`goals.parse_goal`), not on the event loop.
+    CHECKED_LATER: ClassVar[frozenset[str]] = frozenset(
+        {"template", "environment", "parameters", "files", "adopt_stack_data"}
+    )
 
     stack_name: str | None = Field(None, pattern=STACK_NAME)
     template: dict[str, Any] | str | None = None
@@ -40,90 +49,30 @@ class StackBody(BaseModel):
     existing: bool = False
     adopt_stack_data: dict[str, Any] | str | None = None
 
-    def adoption(self, limits: TemplateLimits = DEFAULT_LIMITS) -> AdoptData | None:
-        """The abandon document of the stack to adopt (JSON text or an object), if any."""
-        if self.adopt_stack_data is None:
-            return None
-        document = _document(self.adopt_stack_data, "adopt_stack_data", limits)
-        try:
-            return AdoptData.model_validate(document)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(["adopt_stack_data", *(str(p) for p in err["loc"])])
-            raise InvalidInput(str(err["msg"]), path=where) from exc
-
-    def template_document(self, limits: TemplateLimits = DEFAULT_LIMITS) -> dict[str, Any] | None:
-        """The template, parsed and checked against the deployment's `limits`."""
+    def has_template(self) -> bool:
+        """Whether the body gives a template (template_url alone is refused here)."""
         if self.template_url is not None and self.template is None:
             raise InvalidInput("template_url is not supported: send the template itself", path="template_url")
-        if self.template is None:
-            return None
-        return _document(self.template, "template", limits)
+        return self.template is not None
 
-    def environment_document(self, limits: TemplateLimits = DEFAULT_LIMITS) -> dict[str, Any]:
-        return _document(self.environment, "environment", limits) if self.environment else {}
+    def goal_spec(self, base: Goal | None = None, *, adopt: bool = False) -> GoalSpec:
+        """The goal as sent, for the template pool to parse (over `base`, the stack's
+        current goal, when the request keeps what it omits)."""
+        self.has_template()
+        return GoalSpec(
+            self.template,
+            self.environment or None,
+            self.parameters,
+            self.files,
+            adopt=self.adopt_stack_data if adopt else None,
+            base=base,
+        )
 
     def tag_list(self) -> list[str]:
         if self.tags is None:
             return []
         raw = self.tags.split(",") if isinstance(self.tags, str) else self.tags
         return [t.strip() for t in raw if t.strip()]
-
-
-class AdoptedResource(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    resource_id: str | None = Field(None, max_length=255, description="The physical id to take over.")
-
-
-class AdoptData(BaseModel):
-    """What `adopt_stack_data` must hold: the abandon document of a stack."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    template: dict[str, Any] | None = None
-    resources: dict[str, AdoptedResource] = Field(default_factory=dict)
-
-    def physical_ids(self) -> dict[str, str]:
-        return {name: r.resource_id for name, r in self.resources.items() if r.resource_id}
-
-
-def _document(source: dict[str, Any] | str, what: str, limits: TemplateLimits) -> dict[str, Any]:
-    try:
-        document = load_document(source, limits=limits, what=what)
-    except DocumentError as exc:
-        raise InvalidInput(str(exc), path=what) from exc
-    check_storable(document, what)  # YAML text may hold "\0" escapes or .inf / .nan
-    return document
-
-
-def storable_text(text: str) -> bool:
-    """Whether PostgreSQL can store (or compare with) `text`."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # an unpaired surrogate, e.g. from the JSON "\ud800"
-        return False
-    return True
-
-
-def check_storable(value: Any, where: str) -> None:
-    """Refuse (InvalidInput naming the place) what text and jsonb columns cannot hold."""
-    pending: list[tuple[Any, str]] = [(value, where)]
-    while pending:  # iterative: parsed JSON may be nested as deep as the parser allowed
-        item, path = pending.pop()
-        if isinstance(item, str) and not storable_text(item):
-            raise InvalidInput("NUL characters and unpaired surrogates are not allowed", path=path)
-        if isinstance(item, float) and not math.isfinite(item):
-            raise InvalidInput("numbers must be finite (no NaN or Infinity)", path=path)
-        if isinstance(item, dict):
-            for key, child in item.items():
-                pending.append((key, path))
-                named = f"{path}.{key}" if path else str(key)
-                pending.append((child, named if storable_text(str(key)) else path))
-        elif isinstance(item, list):
-            pending.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
 
 
 def query_values(request: web.Request, names: Iterable[str]) -> list[str]:
@@ -135,8 +84,9 @@ def query_values(request: web.Request, names: Iterable[str]) -> list[str]:
     return values
 
 
-async def read_json(request: web.Request) -> Any:
-    """The request's JSON body (None when there is none), checked by `check_storable`."""
+async def read_json(request: web.Request, *, checked_later: Iterable[str] = ()) -> Any:
+    """The request's JSON body (None when there is none), checked by `check_storable`
+    except its top-level fields `checked_later` (the template pool checks those)."""
     if not request.can_read_body:
         return None
     try:
@@ -145,7 +95,13 @@ async def read_json(request: web.Request) -> Any:
         raise InvalidInput("the request body is nested too deeply") from exc
     except ValueError as exc:  # also UnicodeDecodeError: the body is not UTF-8
         raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
-    check_storable(data, "")
+    later = frozenset(checked_later)
+    if later and isinstance(data, dict):
+        check_storable({k: v for k, v in data.items() if k not in later}, "")
+        for key in later & data.keys():
+            check_storable(key, "")
+    else:
+        check_storable(data, "")
     return data
 
 
@@ -153,7 +109,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 async def parse_body(request: web.Request, model: type[M]) -> M:
-    data = await read_json(request)
+    """The body as `model`; a model's `CHECKED_LATER` fields (templates and their
+    inputs, walked in the template pool) are not walked here, on the event loop."""
+    data = await read_json(request, checked_later=getattr(model, "CHECKED_LATER", ()))
     if data is None:
         data = {}
     if not isinstance(data, dict):

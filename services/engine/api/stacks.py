@@ -28,8 +28,9 @@ from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
 from services.engine.core.model import Action, StackId, StackRow
+from services.engine.goals import Goal
 from services.engine.observation import observe_settings
-from services.engine.operations import Goal, draft_stack
+from services.engine.operations import draft_stack
 from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
 
@@ -98,19 +99,16 @@ class StackRoutes:
         body = await parse_body(request, StackBody)
         if body.stack_name is None:
             raise bad_request("stack_name is required")
-        adoption = body.adoption(self._d.limits)
-        template = body.template_document(self._d.limits) or (adoption.template if adoption else None)
-        if template is None:
+        if not body.has_template() and body.adopt_stack_data is None:
             raise bad_request("a template is required")
         project = url_project(request)
-        stack_id = await self._d.operations.create(
+        stack_id = await self._d.operations.create(  # parses and validates in the template pool
             project_id=project,
             name=body.stack_name,
-            goal=Goal(template, body.environment_document(self._d.limits), body.parameters, body.files),
+            goal=body.goal_spec(adopt=True),
             disable_rollback=body.disable_rollback,
             timeout_mins=body.timeout_mins,
             tags=body.tag_list(),
-            adopt=adoption.physical_ids() if adoption else None,
         )
         location = stack_path(base_url(request), body.stack_name, stack_id)
         return json_response(
@@ -122,13 +120,11 @@ class StackRoutes:
     async def preview_create(self, request: web.Request) -> web.Response:
         """Validate a create and show the stack it would make, changing nothing."""
         body = await parse_body(request, StackBody)
-        template = body.template_document(self._d.limits)
-        if body.stack_name is None or template is None:
+        if body.stack_name is None or not body.has_template():
             raise bad_request("stack_name and a template are required")
         project = url_project(request)
         draft = preview_stack(project, body.stack_name, body.disable_rollback, body.timeout_mins)
-        goal = Goal(template, body.environment_document(self._d.limits), body.parameters, body.files)
-        definition = await self._d.operations.validate_new(goal, draft)
+        definition = await self._d.operations.validate_new(body.goal_spec(), draft)
         base = base_url(request)
         view = stack_detail(
             preview_view(draft, body.tag_list()),
@@ -154,20 +150,13 @@ class StackRoutes:
     async def preview_update(self, request: web.Request, stack: StackView) -> web.Response:
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        template = body.template_document(self._d.limits)
-        if template is None and not body.existing:
+        if not body.has_template() and not body.existing:
             raise bad_request("a template is required (or existing: true to keep the current one)")
-        goal = Goal(
-            template or current.template,
-            {**(current.environment if body.existing else {}), **body.environment_document(self._d.limits)},
-            {**(current.parameters if body.existing else {}), **body.parameters},
-            {**(current.files if body.existing else {}), **body.files},
+        changes, goal = await self._d.operations.preview_update(
+            StackId(stack.stack_id), body.goal_spec(current if body.existing else None)
         )
-        changes = await self._d.operations.preview_update(StackId(stack.stack_id), goal)
         new_types = {
-            n: r["type"]
-            for n, r in (template or current.template).get("resources", {}).items()
-            if isinstance(r, dict)
+            n: r["type"] for n, r in goal.template.get("resources", {}).items() if isinstance(r, dict)
         }
 
         def entry(item: Any) -> dict[str, Any]:
@@ -253,26 +242,16 @@ class StackRoutes:
 
     async def update(self, request: web.Request, stack: StackView) -> web.Response:
         body = await parse_body(request, StackBody)
-        template = body.template_document(self._d.limits)
-        if template is None:
+        if not body.has_template():
             raise bad_request("a template is required (use PATCH to keep the current one)")
-        goal = Goal(template, body.environment_document(self._d.limits), body.parameters, body.files)
-        await self._d.operations.update(StackId(stack.stack_id), goal)
+        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec())
         return web.Response(status=202)
 
     async def patch(self, request: web.Request, stack: StackView) -> web.Response:
         """Update keeping the current template, parameters, environment and files where omitted."""
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        template = body.template_document(self._d.limits) or current.template
-        environment = {**current.environment, **body.environment_document(self._d.limits)}
-        goal = Goal(
-            template,
-            environment,
-            {**current.parameters, **body.parameters},
-            {**current.files, **body.files},
-        )
-        await self._d.operations.update(StackId(stack.stack_id), goal)
+        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec(current))
         return web.Response(status=202)
 
     async def delete(self, request: web.Request, stack: StackView) -> web.Response:

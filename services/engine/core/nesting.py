@@ -17,7 +17,11 @@ properties are equal, and an unchanged child is left alone.
 Groups: members are named "0", "1", ... skipping removed names; scaling from
 N to M keeps the first min(N, M) names, so only the difference is created or
 deleted. A name removed by `removal_policies` is never used again (Heat's
-"blacklist"), remembered in the group's `removed_rsrc_list` attribute.
+"blacklist"), remembered in the group's `removed_rsrc_list` attribute. A
+group's size is checked before its child template is built (`check_group`:
+`count` against `max_resources`, the template's estimated size against
+`max_template_bytes`), and building it is charged to the evaluation budget,
+so a tiny `count: 100000000` costs nothing but its refusal.
 """
 
 from __future__ import annotations
@@ -31,10 +35,21 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from services.engine.template import OutputValue
+from services.engine.template import (
+    DEFAULT_LIMITS,
+    Budget,
+    OutputValue,
+    StackDefinition,
+    TemplateError,
+    TemplateInvalid,
+    TemplateLimits,
+)
 from services.engine.template.environment import is_template_reference
+from services.engine.template.expr import DictExpr
+from services.engine.template.intrinsics import measure
+from services.engine.template.limits import SETTINGS
 from shared.errors import InvalidInput
-from shared.plugins.builtin.nested import GroupProperties, ResourceGroup, StackProperties
+from shared.plugins.builtin.nested import GroupProperties, ResourceDefinition, ResourceGroup, StackProperties
 from shared.plugins.builtin.nested import NestedStack as _NestedStack
 
 STACK_TYPE = _NestedStack.type_name
@@ -45,6 +60,7 @@ GOAL_KEY = "converge:nested_goal"
 #: The template version of a group's generated child template.
 GROUP_TEMPLATE_VERSION = "2016-10-14"
 _NAME_LIMIT = 200  # child stack names stay well under the API's limits
+_NO_DEFINITION = ResourceDefinition(type="OS::Heat::None")  # a group whose definition is not known yet
 M = TypeVar("M", StackProperties, GroupProperties)
 
 
@@ -108,13 +124,17 @@ def child_goal(
     timeout_mins: int | None,
     members: Mapping[str, str] | None = None,
     removed: Sequence[str] = (),
+    limits: TemplateLimits = DEFAULT_LIMITS,
+    budget: Budget | None = None,
 ) -> ChildGoal:
     """The goal of the child stack of a resource of `type_name` with `properties`.
 
     `environment` and `files` are the parent's; `timeout_mins` the parent's
     timeout, inherited unless the resource sets its own. For a group,
     `members` maps each current member's reference id to its name and
-    `removed` are the names removed before (see `group_plan`).
+    `removed` are the names removed before (see `group_plan`); its size is
+    checked against `limits` before anything is built, and building it is
+    charged to `budget` (by default one of `limits`).
     Raises `NestedInvalid` when the properties cannot make a child.
     """
     env = child_environment(environment)
@@ -126,8 +146,12 @@ def child_goal(
         )
     if type_name == GROUP_TYPE:
         group = _validated(GroupProperties, props, type_name)
+        problem = check_group(group, limits)
+        if problem is not None:
+            raise NestedInvalid(f"{type_name} property {problem}")
         plan = group_plan(group, members=members or {}, removed=removed)
-        return ChildGoal(group_template(group, plan), env, {}, dict(files), timeout_mins)
+        template = group_template(group, plan, budget if budget is not None else Budget(limits))
+        return ChildGoal(template, env, {}, dict(files), timeout_mins)
     if is_template_reference(type_name):
         content = files.get(type_name)
         if content is None:
@@ -171,18 +195,76 @@ def group_plan(group: GroupProperties, *, members: Mapping[str, str], removed: S
     return GroupPlan(tuple(names), gone)
 
 
-def group_template(group: GroupProperties, plan: GroupPlan) -> dict[str, Any]:
+def check_group(group: GroupProperties, limits: TemplateLimits) -> str | None:
+    """Why a group this size cannot be built ("count: ..."), or None; cheap (nothing
+    is built): the member count against `max_resources`, and the child template's
+    size, estimated from one member, against `max_template_bytes`."""
+    if group.count > limits.max_resources:
+        return (
+            f"count: {group.count} members are more than a stack may hold "
+            f"(max_resources {limits.max_resources}; raise it with {SETTINGS['max_resources']})"
+        )
+    member = _member(group.resource_def, group.index_var, str(max(group.count - 1, 0)))
+    estimate = group.count * (len(json.dumps(member, separators=(",", ":"))) + len(str(group.count)) + 4)
+    if estimate > limits.max_template_bytes:
+        return (
+            f"count: {group.count} members make a nested template of about {estimate} bytes, more than "
+            f"the maximum template size ({limits.max_template_bytes} bytes; raise it with "
+            f"{SETTINGS['max_template_bytes']})"
+        )
+    return None
+
+
+def check_group_sizes(definition: StackDefinition) -> None:
+    """Refuse (TemplateInvalid naming `resources.<name>.properties.count`) a group
+    whose size, known when the stack loads, `check_group` refuses, so a create or
+    update asking for one fails before anything changes."""
+    errors: list[TemplateError] = []
+    for name, resource in definition.resources.items():
+        if resource.type != GROUP_TYPE:
+            continue
+        properties = resource.properties
+        items = properties.items if isinstance(properties, DictExpr) else properties
+        if not isinstance(items, dict):
+            continue
+        path = f"resources.{name}.properties"
+        count = items.get("count")
+        if isinstance(properties, dict):  # all known: check the whole group
+            try:
+                group = GroupProperties.model_validate(without_digest(properties))
+            except ValidationError:
+                continue  # reported by the property checks
+        elif isinstance(count, int) and not isinstance(count, bool):
+            group = GroupProperties.model_construct(count=count, resource_def=_NO_DEFINITION)
+        else:
+            continue
+        problem = check_group(group, definition.limits)
+        if problem is not None:
+            field, _, message = problem.partition(": ")
+            errors.append(TemplateError(f"{path}.{field}", f"{GROUP_TYPE} {message}"))
+    if errors:
+        raise TemplateInvalid(errors)
+
+
+def _member(definition: ResourceDefinition, variable: str, name: str) -> dict[str, Any]:
+    snippet: dict[str, Any] = {"type": definition.type}
+    if definition.properties is not None:
+        snippet["properties"] = _substitute(definition.properties, variable, name)
+    if definition.metadata is not None:
+        snippet["metadata"] = _substitute(definition.metadata, variable, name)
+    return snippet
+
+
+def group_template(group: GroupProperties, plan: GroupPlan, budget: Budget) -> dict[str, Any]:
     """The group's child template: one resource per member, `index_var` replaced by
-    the member's name; the removed names are an output (`removed_rsrc_list`)."""
+    the member's name; the removed names are an output (`removed_rsrc_list`).
+    Every member is paid for (`budget`) before any is built."""
     definition = group.resource_def
+    nodes, chars = measure(definition.model_dump(exclude_none=True))
+    budget.charge(items=len(plan.members) * nodes, chars=len(plan.members) * chars)
     resources: dict[str, Any] = {}
     for name in plan.members:
-        snippet: dict[str, Any] = {"type": definition.type}
-        if definition.properties is not None:
-            snippet["properties"] = _substitute(definition.properties, group.index_var, name)
-        if definition.metadata is not None:
-            snippet["metadata"] = _substitute(definition.metadata, group.index_var, name)
-        resources[name] = snippet
+        resources[name] = _member(definition, group.index_var, name)
     return {
         "heat_template_version": GROUP_TEMPLATE_VERSION,
         "resources": resources,

@@ -15,10 +15,12 @@ to the goal `core.nesting.child_goal` computes, delete, check, suspend or
 resume — through the same traversal code as any stack, which preempts
 whatever the child was doing. A job the parent no longer waits for is
 dropped; one whose parent operation ended before it started is answered
-FAILED. A child goal that is invalid, too deep, past the project's stack
+FAILED. A child goal that is invalid, too deep, too big (a group's `count`,
+the evaluation budget, the template pool's limits), past the project's stack
 quota or past the tree's resource limit (`core.quotas`; counted under the
 tree's lock, before any row is created) is answered FAILED with the reason,
-naming the resource.
+naming the resource. The goal is computed, parsed and validated in the
+template pool (`goals.load_child_goal`), off the event loop.
 
 `cancel` stops the child operation answering one job (as a cancel without
 rollback does) and cancels its own children the same way.
@@ -33,32 +35,20 @@ from typing import Any
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.nesting import (
-    GROUP_TYPE,
-    ChildGoal,
-    NestedInvalid,
-    child_goal,
-    child_name,
-    removed_names,
-)
+from services.engine.core.nesting import GROUP_TYPE, ChildGoal, NestedInvalid, child_name, removed_names
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
+from services.engine.goals import load_child_goal
 from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.claims import owned_child
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import (
-    DEFAULT_LIMITS,
-    StackDefinition,
-    TemplateInvalid,
-    TemplateLimits,
-    load_stack,
-)
-from services.engine.template.loader import DocumentError, load_document
+from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
+from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import EMPTY_TEMPLATE, STACK_ACTIONS, begin_stack_action, begin_traversal
-from shared.errors import ConflictError
+from shared.errors import ConflictError, InvalidInput
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
@@ -74,12 +64,14 @@ class Children:
         answers: Answers,
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
+        templates: TemplateRunner = INLINE,
     ) -> None:
         self._definitions = definitions
         self._types = types
         self._answers = answers
         self._limits = limits
         self._quotas = quotas
+        self._templates = templates
 
     # -- a parent job ----------------------------------------------------------
 
@@ -180,7 +172,7 @@ class Children:
         )
         try:
             goal, template, definition = await self._goal(tx, parent, row, child, draft)
-        except (NestedInvalid, TemplateInvalid) as exc:
+        except InvalidInput as exc:  # invalid, or past a limit: the resource fails, saying why
             reason = f"the nested stack of resource {row.name} is invalid: {exc}"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
@@ -251,7 +243,8 @@ class Children:
                 ref = reference_data(member, self._types).reference_id
                 if member.replaced_by is None and ref is not None:
                     members[ref] = member.name
-        goal = child_goal(
+        goal, definition = await self._templates.run(
+            load_child_goal,
             row.type,
             row.job_properties or {},
             environment=record.environment,
@@ -259,21 +252,12 @@ class Children:
             timeout_mins=parent.timeout_mins,
             members=members,
             removed=removed_names(row.attributes),
-        )
-        try:
-            template = load_document(goal.template, limits=self._limits, what="template")
-        except DocumentError as exc:
-            raise NestedInvalid(str(exc)) from None
-        definition = load_stack(
-            template,
-            environment=dict(goal.environment),
-            parameters=dict(goal.parameters),
-            files=dict(goal.files),
-            types=self._types,
             identity=identity_of(draft),
+            types=self._types,
             limits=self._limits,
         )
-        return goal, template, definition
+        assert isinstance(goal.template, dict)
+        return goal, goal.template, definition
 
     async def _store_goal(
         self,

@@ -5,7 +5,10 @@ Pure (no I/O). Flow: `loader` (bytes -> data, limits) -> `template` /
 registry, compile, property checks, dependency graph) -> `resolve`
 (properties and outputs at check time, property diffs). `validate_api`
 renders Heat's validate response. Errors: `TemplateInvalid` (all problems
-with their paths) and `ResolutionError`, both `InvalidInput`.
+with their paths) and `ResolutionError` (`BudgetExceeded` when evaluation
+would produce more than the request's `limits.Budget`), all `InvalidInput`.
+Everything here runs in the caller's thread; the engine runs loads in its
+template pool (`services.engine.template_pool`), and what crosses to it pickles.
 
 Decisions where Heat leaves room:
 - deletion_policy Snapshot is refused (no snapshots; deleting instead would
@@ -29,9 +32,9 @@ from services.engine.template.definition import (
     StackIdentity,
 )
 from services.engine.template.environment import Environment, parse_environment
-from services.engine.template.errors import ResolutionError, TemplateError, TemplateInvalid
+from services.engine.template.errors import BudgetExceeded, ResolutionError, TemplateError, TemplateInvalid
 from services.engine.template.expr import ResourceData
-from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.resolve import (
     OutputValue,
     PropertyDiff,
@@ -47,6 +50,8 @@ from services.engine.template.validate_api import validate_response
 __all__ = [
     "ANY_ATTRIBUTE",
     "DEFAULT_LIMITS",
+    "Budget",
+    "BudgetExceeded",
     "DeletionPolicy",
     "Environment",
     "OutputDefinition",

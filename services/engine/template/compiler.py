@@ -6,7 +6,9 @@ and `if` are evaluated here; value functions whose arguments are all known
 are folded to their result (so a bad argument is a validation error naming
 its place); `get_resource`/`get_attr` become `Expr` nodes and record the
 resource they need, which is how the dependency graph gets its implicit
-edges. Functions not allowed in the template's version are errors.
+edges. Functions not allowed in the template's version are errors. Folded
+functions charge the load's evaluation `Budget`; running out of it stops the
+load at once (`BudgetExceeded`, naming the function and its path).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from services.engine.template import intrinsics as fn
 from services.engine.template import strings as text
 from services.engine.template.conditions import NO_VALUE, Conditions, ParamScope
-from services.engine.template.errors import ErrorList, FunctionArgError, join_path
+from services.engine.template.errors import BudgetExceeded, ErrorList, FunctionArgError, join_path
 from services.engine.template.expr import (
     OMIT,
     Call,
@@ -31,6 +33,7 @@ from services.engine.template.expr import (
     ListExpr,
     Unknown,
 )
+from services.engine.template.limits import Budget
 from services.engine.template.versions import (
     ALL_FUNCTIONS,
     CONDITION_ONLY,
@@ -102,7 +105,9 @@ class Compiler:
         resources: Mapping[str, bool],
         attributes: AttributeTable,
         errors: ErrorList,
+        budget: Budget,
     ) -> None:
+        self._budget = budget
         self._version = version
         self._scope = scope
         self._files = files
@@ -340,7 +345,9 @@ class Compiler:
             if isinstance(compiled, Expr):
                 return Call(name, spec.impl, compiled, version, path)
             try:
-                return spec.impl(compiled, version)
+                return spec.impl(compiled, version, self._budget)
+            except BudgetExceeded as exc:
+                raise exc.located(path, name) from None
             except FunctionArgError as exc:
                 self._errors.add(path, f"{name}: {exc}")
                 return Invalid(path)

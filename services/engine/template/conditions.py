@@ -16,6 +16,7 @@ from typing import Any
 
 from services.engine.template import intrinsics
 from services.engine.template.errors import ErrorList, FunctionArgError, join_path
+from services.engine.template.limits import Budget
 from services.engine.template.versions import ALL_FUNCTIONS, UNSUPPORTED_FUNCTIONS, TemplateVersion
 
 PSEUDO_PARAMETERS = ("OS::stack_name", "OS::stack_id", "OS::project_id")
@@ -24,6 +25,9 @@ PSEUDO_PARAMETERS = ("OS::stack_name", "OS::stack_id", "OS::project_id")
 class _NoValue:
     def __repr__(self) -> str:
         return "NO_VALUE"
+
+    def __reduce__(self) -> str:
+        return "NO_VALUE"  # the one instance, also after pickling
 
 
 #: get_param of a parameter that has no value (template-only validation).
@@ -84,8 +88,10 @@ class Conditions:
         version: TemplateVersion,
         scope: ParamScope,
         errors: ErrorList,
+        budget: Budget | None = None,
     ) -> None:
         self._definitions = definitions
+        self._budget = budget if budget is not None else Budget()
         self._version = version
         self._scope = scope
         self._errors = errors
@@ -182,9 +188,9 @@ class Conditions:
         if _contains_no_value(values):
             return NO_VALUE
         if fn == "equals":
-            return intrinsics.equals(values, self._version)
+            return intrinsics.equals(values, self._version, self._budget)
         if fn == "contains":
-            return intrinsics.contains(values, self._version)
+            return intrinsics.contains(values, self._version, self._budget)
         raise FunctionArgError(f"{fn} cannot be used in a condition")
 
 

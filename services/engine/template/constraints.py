@@ -5,15 +5,23 @@ Used by `parameters` (schema parsing and value checks) and by `validate_api`
 applies to which type follows Heat: length (string, list, json), range and
 modulo (number), allowed_values (string, number, list, boolean),
 allowed_pattern (string, whole-value match), custom_constraint (any).
+
+`allowed_pattern` runs an untrusted pattern on an untrusted value, so it runs
+on RE2 (`google-re2`), whose matching time is linear in the value whatever the
+pattern: a pattern RE2 cannot run (backreferences, lookaround) or that needs
+more than `_PATTERN_MEMORY` to compile is refused where it is written. In RE2,
+the classes `\\w`, `\\d`, `\\s` and `\\b` are ASCII-only (Python's are Unicode).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
+
+import re2
 
 from services.engine.template.errors import ErrorList, join_path
 from services.engine.template.versions import TemplateVersion
@@ -95,9 +103,34 @@ class Constraint:
                 return f"{json.dumps(bad[0])} is not an allowed value [{shown}]"
         elif self.kind is ConstraintKind.ALLOWED_PATTERN:
             assert self.pattern is not None
-            if re.fullmatch(self.pattern, value) is None:
+            if _pattern(self.pattern).fullmatch(value) is None:
                 return f"{json.dumps(value)} does not match pattern {json.dumps(self.pattern)}"
         return None
+
+
+#: Memory RE2 may use for one compiled pattern (its program and DFA cache).
+_PATTERN_MEMORY = 8 * 1024 * 1024
+
+
+@lru_cache(maxsize=256)
+def _pattern(pattern: str) -> re2._Regexp[str]:
+    """`pattern` compiled by RE2 (raises `re2.error` if it cannot be)."""
+    options = re2.Options()
+    options.log_errors = False  # the refusal is reported to the user, not to stderr
+    options.max_mem = _PATTERN_MEMORY
+    return re2.compile(pattern, options)
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why RE2 cannot run `pattern`, or None."""
+    try:
+        _pattern(pattern)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return str(reason)
+    return None
 
 
 def _bounds(lo: float | None, hi: float | None) -> str:
@@ -200,10 +233,13 @@ def _parse_constraint(item: Any, version: TemplateVersion, path: str, errors: Er
         if not isinstance(body, str):
             errors.add(kpath, "must be a string (a regular expression)")
             return None
-        try:
-            re.compile(body)
-        except re.error as exc:
-            errors.add(kpath, f"invalid regular expression: {exc}")
+        problem = pattern_problem(body)
+        if problem is not None:
+            errors.add(
+                kpath,
+                f"invalid regular expression: {problem} (patterns are RE2 regular expressions, matched "
+                "in linear time: no backreferences or lookaround)",
+            )
             return None
         return Constraint(kind, description, pattern=body)
     if not isinstance(body, str) or not body:

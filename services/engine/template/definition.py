@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from services.engine.template.environment import Environment
+from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
 from services.engine.template.template import Template
 
 
@@ -56,6 +57,11 @@ class ResourceDefinition:
     #: data `resolve_properties` needs (a subset of `requires`).
     references: frozenset[str] = frozenset()
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Python code run per resource while a big stack is unpickled, so the thread
+        # unpickling it (the template pool's) lets the event loop's thread run meanwhile.
+        self.__dict__.update(state)
+
 
 @dataclass(frozen=True)
 class OutputDefinition:
@@ -77,6 +83,8 @@ class StackDefinition:
     outputs: Mapping[str, OutputDefinition]
     disabled: frozenset[str] = frozenset()  # resources removed by conditions
     _dependents: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    #: The limits it was loaded with; resolving it later gets a budget of the same size.
+    limits: TemplateLimits = field(default=DEFAULT_LIMITS, repr=False)
 
     def requires(self, name: str) -> frozenset[str]:
         """Resources `name` needs before it can be checked (direct predecessors)."""

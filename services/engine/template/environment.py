@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.engine.template.errors import ErrorList, join_path
-from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.loader import DocumentError, load_document
 
 _SECTIONS = frozenset(
@@ -111,6 +111,7 @@ def read_environment(
     *,
     limits: TemplateLimits,
     errors: ErrorList,
+    budget: Budget | None = None,
 ) -> Environment:
     """Like `parse_environment` but appends errors; returns what was valid."""
     if source is None:
@@ -120,7 +121,7 @@ def read_environment(
     if isinstance(source, str | bytes) and not source.strip():
         return EMPTY_ENVIRONMENT
     try:
-        data = load_document(source, limits=limits, what="environment")
+        data = load_document(source, limits=limits, what="environment", budget=budget)
     except DocumentError as exc:
         errors.add("environment", str(exc))
         return EMPTY_ENVIRONMENT

@@ -54,6 +54,21 @@ class ResolutionError(InvalidInput):
     """A function could not be evaluated with the values known at check time."""
 
 
+class BudgetExceeded(ResolutionError):
+    """Evaluating would produce more than the request's budget allows (`limits.Budget`).
+
+    Raised without a path where the output is produced; the first caller that
+    knows the function and the template path re-raises it `located` there, so
+    the user reads e.g. `resources.v.properties.value.str_replace: str_replace
+    would produce ...`. Not collected with other errors: evaluation stops.
+    """
+
+    def located(self, path: str, function: str) -> BudgetExceeded:
+        if self.path:
+            return self
+        return BudgetExceeded(f"{function} {self.reason}", path=path)
+
+
 class FunctionArgError(Exception):
     """Raised by an intrinsic function's implementation; the caller adds the path.
 

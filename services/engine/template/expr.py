@@ -4,7 +4,11 @@ The compiler (`compiler.py`) turns each property tree into plain values where
 everything is known at load time, and `Expr` nodes where a value depends on
 another resource (`get_resource`, `get_attr`, and any function applied to
 them). Resolution (`resolve.py`) evaluates the nodes when a resource is
-checked, from the `ResourceData` of the resources it depends on.
+checked, from the `ResourceData` of the resources it depends on, charging
+the functions' output to the resolution's evaluation `Budget`.
+
+Nodes pickle (functions by reference), so a stack loaded in a template
+worker process reaches the engine whole.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.engine.template.errors import FunctionArgError, ResolutionError
+from services.engine.template.errors import BudgetExceeded, FunctionArgError, ResolutionError
+from services.engine.template.limits import Budget
 from services.engine.template.versions import TemplateVersion
 
 
@@ -41,6 +46,9 @@ class _Omit:
     def __repr__(self) -> str:
         return "OMIT"
 
+    def __reduce__(self) -> str:
+        return "OMIT"  # the one instance, also after pickling
+
 
 OMIT: Any = _Omit()
 
@@ -53,7 +61,7 @@ class Expr:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def resolve(self, data: DataMap) -> Any:
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
@@ -63,8 +71,8 @@ class Expr:
         return hash(repr(self))
 
 
-def evaluate(value: Any, data: DataMap) -> Any:
-    return value.resolve(data) if isinstance(value, Expr) else value
+def evaluate(value: Any, data: DataMap, budget: Budget) -> Any:
+    return value.resolve(data, budget) if isinstance(value, Expr) else value
 
 
 def _data_for(name: str, data: DataMap, path: str) -> ResourceData:
@@ -81,7 +89,7 @@ class GetResource(Expr):
         super().__init__(path)
         self.name = name
 
-    def resolve(self, data: DataMap) -> Any:
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
         return _data_for(self.name, data, self.path).reference_id
 
     def __repr__(self) -> str:
@@ -111,7 +119,7 @@ class GetAttr(Expr):
         self.attribute = attribute
         self.keys = keys
 
-    def resolve(self, data: DataMap) -> Any:
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
         attributes = _data_for(self.resource, data, self.path).attributes
         if self.attribute is None:
             return dict(attributes)
@@ -122,7 +130,7 @@ class GetAttr(Expr):
         return f"{{get_attr: [{', '.join(parts)}]}}"
 
 
-Impl = Callable[[Any, TemplateVersion], Any]
+Impl = Callable[[Any, TemplateVersion, Budget], Any]
 
 
 class Call(Expr):
@@ -137,10 +145,12 @@ class Call(Expr):
         self.args = args
         self.version = version
 
-    def resolve(self, data: DataMap) -> Any:
-        args = evaluate(self.args, data)
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
+        args = evaluate(self.args, data, budget)
         try:
-            return self.impl(args, self.version)
+            return self.impl(args, self.version, budget)
+        except BudgetExceeded as exc:
+            raise exc.located(self.path, self.name) from None
         except FunctionArgError as exc:
             raise ResolutionError(f"{self.name}: {exc}", path=self.path) from None
         except RecursionError:
@@ -157,8 +167,8 @@ class ListExpr(Expr):
         super().__init__(path)
         self.items = items
 
-    def resolve(self, data: DataMap) -> Any:
-        return [evaluate(item, data) for item in self.items]
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
+        return [evaluate(item, data, budget) for item in self.items]
 
     def __repr__(self) -> str:
         return repr(self.items)
@@ -171,8 +181,8 @@ class DictExpr(Expr):
         super().__init__(path)
         self.items = items
 
-    def resolve(self, data: DataMap) -> Any:
-        return {key: evaluate(value, data) for key, value in self.items.items()}
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
+        return {key: evaluate(value, data, budget) for key, value in self.items.items()}
 
     def __repr__(self) -> str:
         return repr(self.items)
@@ -187,7 +197,7 @@ class Unknown(Expr):
         super().__init__(path)
         self.name = name
 
-    def resolve(self, data: DataMap) -> Any:
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
         raise ResolutionError(f"parameter {self.name!r} has no value", path=self.path)
 
     def __repr__(self) -> str:
@@ -199,19 +209,25 @@ class Invalid(Expr):
 
     __slots__ = ()
 
-    def resolve(self, data: DataMap) -> Any:
+    def resolve(self, data: DataMap, budget: Budget) -> Any:
         raise ResolutionError("invalid template snippet", path=self.path)
 
     def __repr__(self) -> str:
         return "<invalid>"
 
 
-def copy_json(value: Any) -> Any:
-    """A fresh copy of JSON-like data (compiled trees share static parts)."""
+def copy_json(value: Any, budget: Budget) -> Any:
+    """A fresh copy of JSON-like data (compiled trees share static parts, and a
+    value referenced many times is copied as many times: each entry and string
+    copied is charged to `budget`)."""
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        budget.charge(items=len(value))
+        return {k: copy_json(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        budget.charge(items=len(value))
+        return [copy_json(v, budget) for v in value]
+    if isinstance(value, str):
+        budget.charge(chars=len(value))
     return value
 
 

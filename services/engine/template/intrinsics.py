@@ -4,22 +4,31 @@ String functions (list_join, str_replace, make_url, ...) are in `strings.py`.
 Called by the compiler (`compiler.py`) to fold calls whose arguments are known
 when the stack is loaded, and by resolution (`resolve.py`) for calls that
 need resource attributes known only when a resource is checked. Each takes
-the fully resolved arguments and returns a JSON value, or raises
-`FunctionArgError` with a message; the caller adds the template path.
-Behaviour follows Heat's functions of the same names.
+the fully resolved arguments, the template version and the request's
+evaluation `Budget`, and returns a JSON value, or raises `FunctionArgError`
+with a message (the caller adds the template path). Behaviour follows Heat's
+functions of the same names.
+
+Every function charges the budget for what it produces before (or while) it
+produces it, and runs in time linear in its input and output: repeat counts
+its product before building it; list functions use hashable stand-ins of the
+items (equal exactly when the items are, as Python's `==` decides for
+Heat) instead of comparing every pair.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from services.engine.template.errors import FunctionArgError
+from services.engine.template.limits import Budget
 from services.engine.template.versions import TemplateVersion
 
-Impl = Callable[[Any, TemplateVersion], Any]
+Impl = Callable[[Any, TemplateVersion, Budget], Any]
 
 
 def dumps(value: Any) -> str:
@@ -60,18 +69,62 @@ def kind(value: Any) -> str:
     return type(value).__name__
 
 
+# --- sizes and stand-ins --------------------------------------------------------
+
+
+def measure(value: Any) -> tuple[int, int]:
+    """(nodes, characters of strings) in a JSON value; keys count as characters."""
+    nodes, chars = 0, 0
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        nodes += 1
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, dict):
+            chars += sum(len(k) for k in item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return nodes, chars
+
+
+_MAP, _LIST = 0, 1
+
+
+def stand_in(value: Any, budget: Budget) -> Hashable:
+    """A hashable value equal (==, same hash) to another's exactly when the values are
+    equal as Python compares them, as Heat's list functions do (so 1 == 1.0 == True,
+    and {"a": 1} == {"a": True}); containers cost the budget one item per entry."""
+    if isinstance(value, dict):
+        budget.charge(items=len(value))
+        return (_MAP, frozenset((k, stand_in(v, budget)) for k, v in value.items()))
+    if isinstance(value, list):
+        budget.charge(items=len(value))
+        return (_LIST, tuple(stand_in(v, budget) for v in value))
+    return value  # type: ignore[no-any-return]
+
+
 # --- repeat ----------------------------------------------------------------
 
 
-def _substitute(template: Any, pairs: list[tuple[str, str]]) -> Any:
+def _substitute(template: Any, pairs: list[tuple[str, str]], budget: Budget) -> Any:
     if isinstance(template, str):
         for key, value in pairs:
+            if not key:
+                continue
+            budget.search(len(template))
+            found = template.count(key)
+            if not found:
+                continue
+            # The template's own characters were paid for with the product; what grows is not.
+            budget.charge(chars=max(found * (len(value) - len(key)), 0))
             template = template.replace(key, value)
         return template
     if isinstance(template, list):
-        return [_substitute(item, pairs) for item in template]
+        return [_substitute(item, pairs, budget) for item in template]
     if isinstance(template, dict):
-        return {_substitute(k, pairs): _substitute(v, pairs) for k, v in template.items()}
+        return {_substitute(k, pairs, budget): _substitute(v, pairs, budget) for k, v in template.items()}
     return template
 
 
@@ -83,7 +136,7 @@ def _repeat_value(value: Any, var: str) -> str:
     raise FunctionArgError(f"values of {var!r} must be strings or numbers, not {kind(value)}")
 
 
-def repeat(args: Any, version: TemplateVersion) -> list[Any]:
+def repeat(args: Any, version: TemplateVersion, budget: Budget) -> list[Any]:
     args = require_map(args, "arguments")
     allowed = {"for_each", "template"} | ({"permutations"} if version.repeat_permutations else set())
     if not {"for_each", "template"} <= set(args) or not set(args) <= allowed:
@@ -110,29 +163,34 @@ def repeat(args: Any, version: TemplateVersion) -> list[Any]:
         keys.append(var)
         lists.append([_repeat_value(v, var) for v in values])
     if permutations:
+        count = math.prod(len(lst) for lst in lists)
         combos: Any = itertools.product(*lists)
     else:
         if len({len(lst) for lst in lists}) > 1:
             raise FunctionArgError("with permutations false, all for_each lists must be equally long")
+        count = len(lists[0])
         combos = zip(*lists, strict=True)
     template = args["template"]
-    return [_substitute(template, list(zip(keys, combo, strict=True))) for combo in combos]
+    # The whole product is paid for before any of it is built.
+    nodes, chars = measure(template)
+    budget.charge(items=count * nodes, chars=count * chars)
+    return [_substitute(template, list(zip(keys, combo, strict=True)), budget) for combo in combos]
 
 
 # --- maps and lists ------------------------------------------------------------
 
 
-def map_merge(args: Any, version: TemplateVersion) -> dict[str, Any]:
+def map_merge(args: Any, version: TemplateVersion, budget: Budget) -> dict[str, Any]:
     args = require_list(args, "arguments")
+    maps = [require_map(item, "each merged item") for item in args if item is not None]
+    budget.charge(items=sum(len(m) for m in maps))
     merged: dict[str, Any] = {}
-    for item in args:
-        if item is None:
-            continue
-        merged.update(require_map(item, "each merged item"))
+    for item in maps:
+        merged.update(item)
     return merged
 
 
-def map_replace(args: Any, version: TemplateVersion) -> dict[str, Any]:
+def map_replace(args: Any, version: TemplateVersion, budget: Budget) -> dict[str, Any]:
     args = require_list(args, "arguments")
     if len(args) != 2:
         raise FunctionArgError("expected [<map>, {keys: <map>, values: <map>}]")
@@ -143,6 +201,7 @@ def map_replace(args: Any, version: TemplateVersion) -> dict[str, Any]:
         raise FunctionArgError(f"unknown replacement kind(s) {', '.join(unknown)} (keys, values)")
     keys = require_map(replacements.get("keys") or {}, "keys")
     values = require_map(replacements.get("values") or {}, "values")
+    budget.charge(items=len(source))
     out: dict[str, Any] = {}
     for key, value in source.items():
         new_key = keys.get(key)
@@ -170,41 +229,44 @@ def _value_key(value: Any) -> str | None:
     return None
 
 
-def _concat_lists(args: Any) -> list[Any]:
+def _concat_lists(args: Any, budget: Budget) -> list[Any]:
     args = require_list(args, "arguments")
+    lists = [require_list(item, "each concatenated item") for item in args if item is not None]
+    budget.charge(items=sum(len(lst) for lst in lists))
     out: list[Any] = []
-    for item in args:
-        if item is None:
-            continue
-        out.extend(require_list(item, "each concatenated item"))
+    for item in lists:
+        out.extend(item)
     return out
 
 
-def list_concat(args: Any, version: TemplateVersion) -> list[Any]:
-    return _concat_lists(args)
+def list_concat(args: Any, version: TemplateVersion, budget: Budget) -> list[Any]:
+    return _concat_lists(args, budget)
 
 
-def list_concat_unique(args: Any, version: TemplateVersion) -> list[Any]:
-    # Heat's order: of repeated items the last occurrence is kept (earlier
-    # ones are deleted while walking the list), so mirror that walk exactly.
-    out = _concat_lists(args)
-    for item in out:
-        while out.count(item) > 1:
-            del out[out.index(item)]
+def list_concat_unique(args: Any, version: TemplateVersion, budget: Budget) -> list[Any]:
+    # Heat's order: of repeated items the first occurrence is kept.
+    seen: set[Hashable] = set()
+    out: list[Any] = []
+    for item in _concat_lists(args, budget):
+        key = stand_in(item, budget)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
     return out
 
 
-def contains(args: Any, version: TemplateVersion) -> bool:
+def contains(args: Any, version: TemplateVersion, budget: Budget) -> bool:
     args = require_list(args, "arguments")
     if len(args) != 2:
         raise FunctionArgError("expected [<value>, <list>]")
     value, sequence = args
     if isinstance(sequence, str):
+        budget.search(len(sequence))
         return isinstance(value, str) and value in sequence
     return value in require_list(sequence, "the sequence")
 
 
-def filter_(args: Any, version: TemplateVersion) -> list[Any]:
+def filter_(args: Any, version: TemplateVersion, budget: Budget) -> list[Any]:
     args = require_list(args, "arguments")
     if len(args) != 2:
         raise FunctionArgError("expected [<values to remove>, <list>]")
@@ -214,11 +276,12 @@ def filter_(args: Any, version: TemplateVersion) -> list[Any]:
     sequence = require_list(sequence, "the sequence")
     if not values:
         return sequence
-    remove = require_list(values, "the values to remove")
-    return [item for item in sequence if item not in remove]
+    remove = {stand_in(v, budget) for v in require_list(values, "the values to remove")}
+    budget.charge(items=len(sequence))
+    return [item for item in sequence if stand_in(item, budget) not in remove]
 
 
-def equals(args: Any, version: TemplateVersion) -> bool:
+def equals(args: Any, version: TemplateVersion, budget: Budget) -> bool:
     args = require_list(args, "arguments")
     if len(args) != 2:
         raise FunctionArgError("expected [<value 1>, <value 2>]")

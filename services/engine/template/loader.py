@@ -5,8 +5,12 @@ YAML or JSON text (JSON is parsed with `json` when it starts with `{`), or an
 already parsed mapping. Enforces `TemplateLimits` before anything else looks at
 the data: document size, nesting depth, and YAML alias expansion, which is
 counted while the document is composed so an alias bomb ("billion laughs") is
-refused after reading a few hundred nodes. Unquoted YAML dates such as
-`2015-10-15` stay strings, as in Heat's loader.
+refused after reading a few hundred nodes. An alias counts as the nodes and
+the bytes of what it repeats: the document as expanded (what is stored, and
+what the compiler walks) must fit `max_template_bytes` too, and the repeats
+are charged to the request's evaluation `Budget`. A mapping given directly
+is measured while it is walked, never by serialising it first. Unquoted YAML
+dates such as `2015-10-15` stay strings, as in Heat's loader.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from yaml.events import (
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from services.engine.template.limits import TemplateLimits
+from services.engine.template.errors import BudgetExceeded
+from services.engine.template.limits import SETTINGS, Budget, TemplateLimits
 
 
 class DocumentError(Exception):
@@ -87,29 +92,36 @@ class _Scalars(SafeConstructor, Resolver):
 class _Open:
     """A collection being built from events."""
 
-    __slots__ = ("anchor", "key", "merges", "pending", "start", "value")
+    __slots__ = ("anchor", "key", "merges", "pending", "start", "value", "weight")
 
-    def __init__(self, value: dict[str, Any] | list[Any], anchor: str | None, start: int) -> None:
+    def __init__(
+        self, value: dict[str, Any] | list[Any], anchor: str | None, start: int, weight: int
+    ) -> None:
         self.value = value
         self.anchor = anchor
         self.start = start
+        self.weight = weight
         self.key: str | None = None
         self.pending = False  # a mapping key was read, its value not yet
         self.merges: list[dict[str, Any]] = []
 
 
-def _parse_yaml(text: str, limits: TemplateLimits) -> Any:
+def _parse_yaml(text: str, limits: TemplateLimits, budget: Budget, what: str) -> Any:
     """Build Python data straight from libyaml's events.
 
-    Counts every node as it is created, and an alias as the size of what it
-    repeats, so alias bombs stop at `max_yaml_nodes` without expanding
+    Counts every node as it is created, and an alias as the nodes and bytes
+    of what it repeats, so alias bombs stop at `max_yaml_nodes` (or at
+    `max_template_bytes` expanded, or at the budget) without expanding
     anything; aliases share the anchored object (as PyYAML does).
     """
     parser = _EventParser(text)
     scalars = _Scalars()
-    anchors: dict[str, tuple[Any, int] | None] = {}
+    # anchor -> (value, nodes, bytes); None while it is still open
+    anchors: dict[str, tuple[Any, int, int] | None] = {}
     stack: list[_Open] = []
     total = 0
+    weight = 0  # bytes of the nodes so far: a scalar's length + 1, a collection 1
+    expanded = len(text)  # the document's size with every alias written out
     aliases = 0
     result: Any = None
     documents = 0
@@ -120,9 +132,9 @@ def _parse_yaml(text: str, limits: TemplateLimits) -> Any:
             if kind is ScalarEvent:
                 value, merge = scalars.value(event)
                 total += 1
-                size = 1
+                weight += len(event.value) + 1
                 if event.anchor is not None:
-                    anchors[event.anchor] = (value, 1)
+                    anchors[event.anchor] = (value, 1, len(event.value) + 1)
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
                 tag = event.tag
                 if tag is not None and tag not in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "!"):
@@ -132,7 +144,8 @@ def _parse_yaml(text: str, limits: TemplateLimits) -> Any:
                 if event.anchor is not None:
                     anchors[event.anchor] = None  # open: an alias to it is recursive
                 total += 1
-                stack.append(_Open({} if kind is MappingStartEvent else [], event.anchor, total))
+                weight += 1
+                stack.append(_Open({} if kind is MappingStartEvent else [], event.anchor, total, weight))
                 if total > limits.max_yaml_nodes:
                     raise DocumentError(_too_many(limits))
                 continue
@@ -146,9 +159,8 @@ def _parse_yaml(text: str, limits: TemplateLimits) -> Any:
                     merged.update(value)
                     value = merged
                 merge = False
-                size = total - done.start + 1
                 if done.anchor is not None:
-                    anchors[done.anchor] = (value, size)
+                    anchors[done.anchor] = (value, total - done.start + 1, weight - done.weight + 1)
             elif kind is AliasEvent:
                 aliases += 1
                 if aliases > limits.max_yaml_aliases:
@@ -158,8 +170,22 @@ def _parse_yaml(text: str, limits: TemplateLimits) -> Any:
                 found = anchors[event.anchor]
                 if found is None:
                     raise DocumentError(f"recursive YAML alias *{event.anchor}")
-                value, size = found
+                value, size, repeated = found
                 total += size
+                weight += repeated
+                expanded += repeated
+                if expanded > limits.max_template_bytes:
+                    raise DocumentError(
+                        f"{what} expands to more than {limits.max_template_bytes} bytes with its YAML "
+                        f"aliases (the maximum allowed size; raise it with {SETTINGS['max_template_bytes']})"
+                    )
+                try:
+                    budget.charge(items=size, chars=repeated)
+                except BudgetExceeded as exc:
+                    raise DocumentError(
+                        f"{what} expands to more than the evaluation budget allows with its YAML aliases: "
+                        f"they {exc.reason}"
+                    ) from None
                 merge = False
             elif kind is DocumentStartEvent:
                 documents += 1
@@ -213,20 +239,47 @@ def _too_many(limits: TemplateLimits) -> str:
     return f"document expands to more than {limits.max_yaml_nodes} nodes (YAML aliases)"
 
 
-def _normalise(value: Any, limits: TemplateLimits, depth: int) -> Any:
-    """Return `value` as JSON-like data: str keys, no bytes/sets/dates."""
+class _Meter:
+    """Bytes a mapping may still take as compact JSON (measured while walking it)."""
+
+    __slots__ = ("left", "what")
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.left = limit
+        self.what = what
+
+    def take(self, size: int, limits: TemplateLimits) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise DocumentError(
+                f"{self.what} size exceeds the maximum allowed size ({limits.max_template_bytes} bytes; "
+                f"raise it with {SETTINGS['max_template_bytes']})"
+            )
+
+
+def _normalise(value: Any, limits: TemplateLimits, depth: int, meter: _Meter | None = None) -> Any:
+    """Return `value` as JSON-like data: str keys, no bytes/sets/dates; with a
+    `meter`, count its size as compact JSON as it is copied."""
     if depth > limits.max_depth:
         raise DocumentError(f"document is nested deeper than {limits.max_depth} levels")
     if isinstance(value, dict):
+        if meter is not None:
+            meter.take(2 + len(value), limits)
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 key = _scalar_key(key)
-            out[key] = _normalise(item, limits, depth + 1)
+            if meter is not None:
+                meter.take(len(key) + 3, limits)
+            out[key] = _normalise(item, limits, depth + 1, meter)
         return out
     if isinstance(value, list):
-        return [_normalise(item, limits, depth + 1) for item in value]
+        if meter is not None:
+            meter.take(2 + len(value), limits)
+        return [_normalise(item, limits, depth + 1, meter) for item in value]
     if value is None or isinstance(value, str | bool | int | float):
+        if meter is not None:
+            meter.take(len(value) + 2 if isinstance(value, str) else 5, limits)
         return value
     raise DocumentError(f"unsupported value of type {type(value).__name__}")
 
@@ -242,16 +295,24 @@ def _scalar_key(key: Any) -> str:
 
 
 def load_document(
-    source: str | bytes | Mapping[str, Any], *, limits: TemplateLimits, what: str = "template"
+    source: str | bytes | Mapping[str, Any],
+    *,
+    limits: TemplateLimits,
+    what: str = "template",
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
-    """Parse `source` into a dict, or raise `DocumentError` saying why."""
+    """Parse `source` into a dict, or raise `DocumentError` saying why.
+
+    `budget` is the request's evaluation budget (YAML alias repeats are
+    charged to it); without one the document gets its own.
+    """
+    if budget is None:
+        budget = Budget(limits)
     if isinstance(source, Mapping):
         try:
-            size = len(json.dumps(source, separators=(",", ":")))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise DocumentError(f"{what} is not JSON-compatible data") from exc
-        _check_size(size, limits, what)
-        data: Any = _normalise(dict(source), limits, 1)
+            data: Any = _normalise(dict(source), limits, 1, _Meter(limits.max_template_bytes, what))
+        except RecursionError as exc:
+            raise DocumentError(f"{what} is nested too deeply") from exc
         return data  # type: ignore[no-any-return]
     if isinstance(source, bytes):
         _check_size(len(source), limits, what)
@@ -274,10 +335,12 @@ def load_document(
                 data = json.loads(text)
                 is_json = True
             except json.JSONDecodeError:
-                data = _parse_yaml(text, limits)  # JSON-ish YAML flow mapping
+                data = _parse_yaml(text, limits, budget, what)  # JSON-ish YAML flow mapping
         else:
-            data = _parse_yaml(text, limits)
+            data = _parse_yaml(text, limits, budget, what)
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's own limit
+            raise DocumentError(f"{what} is nested too deeply") from exc
         raise DocumentError(f"{what} is not valid YAML: {_yaml_reason(exc)}") from exc
     except RecursionError as exc:
         raise DocumentError(f"{what} is nested too deeply") from exc
@@ -294,7 +357,8 @@ def load_document(
 def _check_size(size: int, limits: TemplateLimits, what: str) -> None:
     if size > limits.max_template_bytes:
         raise DocumentError(
-            f"{what} size ({size} bytes) exceeds the maximum allowed size ({limits.max_template_bytes} bytes)"
+            f"{what} size ({size} bytes) exceeds the maximum allowed size "
+            f"({limits.max_template_bytes} bytes); raise it with {SETTINGS['max_template_bytes']}"
         )
 
 

@@ -7,7 +7,10 @@ returns plain JSON values. `diff_properties` compares two resolved
 property sets against the plugin's schema (defaults applied) and says
 whether the change can be applied in place. `resolve_outputs` never raises
 for a missing or failed resource: the output carries an error instead, like
-Heat's `output_error`.
+Heat's `output_error`. Each call evaluates within one evaluation `Budget`
+(by default one of the limits the stack was loaded with), so what a check
+computes on the engine's event loop is bounded like a load: a function
+needing more fails the resource with `BudgetExceeded`.
 """
 
 from __future__ import annotations
@@ -17,36 +20,52 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.engine.template.definition import StackDefinition
-from services.engine.template.errors import ResolutionError
+from services.engine.template.errors import BudgetExceeded, ResolutionError
 from services.engine.template.expr import DataMap, copy_json, evaluate
+from services.engine.template.limits import Budget
 from services.engine.template.properties import schema_defaults
 from shared.plugins.base import Properties, UpdateRule, update_rule
 
 
-def resolve_properties(stack: StackDefinition, name: str, data: DataMap) -> dict[str, Any]:
+def resolve_properties(
+    stack: StackDefinition, name: str, data: DataMap, *, budget: Budget | None = None
+) -> dict[str, Any]:
     """Resolved properties of `name`; `data` holds each referenced resource's data.
 
     Properties resolving to null are left out (null means "not set", as in
     Heat). Raises `ResolutionError` (an `InvalidInput`) naming the place when
-    a function cannot be applied to the values it got.
+    a function cannot be applied to the values it got, or the values are
+    bigger than the budget.
     """
+    budget = budget if budget is not None else Budget(stack.limits)
     definition = stack.resources[name]
-    value = evaluate(definition.properties, data)
+    path = f"resources.{name}.properties"
+    value = evaluate(definition.properties, data, budget)
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ResolutionError("properties must resolve to a map", path=f"resources.{name}.properties")
-    return {k: copy_json(v) for k, v in value.items() if v is not None}
+        raise ResolutionError("properties must resolve to a map", path=path)
+    try:
+        return {k: copy_json(v, budget) for k, v in value.items() if v is not None}
+    except BudgetExceeded as exc:
+        raise exc.located(path, "the resolved properties") from None
 
 
-def resolve_metadata(stack: StackDefinition, name: str, data: DataMap) -> dict[str, Any]:
+def resolve_metadata(
+    stack: StackDefinition, name: str, data: DataMap, *, budget: Budget | None = None
+) -> dict[str, Any]:
     """Resolved metadata of `name` (an empty map when there is none)."""
-    value = evaluate(stack.resources[name].metadata, data)
+    budget = budget if budget is not None else Budget(stack.limits)
+    path = f"resources.{name}.metadata"
+    value = evaluate(stack.resources[name].metadata, data, budget)
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ResolutionError("metadata must resolve to a map", path=f"resources.{name}.metadata")
-    return copy_json(value)  # type: ignore[no-any-return]
+        raise ResolutionError("metadata must resolve to a map", path=path)
+    try:
+        return copy_json(value, budget)  # type: ignore[no-any-return]
+    except BudgetExceeded as exc:
+        raise exc.located(path, "the resolved metadata") from None
 
 
 @dataclass(frozen=True)
@@ -58,8 +77,12 @@ class OutputValue:
     error: str | None = None
 
 
-def resolve_outputs(stack: StackDefinition, data: DataMap) -> dict[str, OutputValue]:
-    """Every output, resolved from `data` (resources that have completed so far)."""
+def resolve_outputs(
+    stack: StackDefinition, data: DataMap, *, budget: Budget | None = None
+) -> dict[str, OutputValue]:
+    """Every output, resolved from `data` (resources that have completed so far),
+    all within one budget."""
+    budget = budget if budget is not None else Budget(stack.limits)
     out: dict[str, OutputValue] = {}
     for name, output in stack.outputs.items():
         if not output.enabled:
@@ -70,7 +93,11 @@ def resolve_outputs(stack: StackDefinition, data: DataMap) -> dict[str, OutputVa
             out[name] = OutputValue(None, output.description, problem)
             continue
         try:
-            value = copy_json(evaluate(output.value, data))
+            value = copy_json(evaluate(output.value, data, budget), budget)
+        except BudgetExceeded as exc:
+            located = exc.located(f"outputs.{name}.value", "the output")
+            out[name] = OutputValue(None, output.description, str(located))
+            continue
         except ResolutionError as exc:
             out[name] = OutputValue(None, output.description, str(exc))
             continue

@@ -5,7 +5,9 @@ changes (loader -> template/environment -> here -> resolve). It picks the
 parameter values, evaluates conditions, maps types through the registry,
 compiles every enabled resource and output once, checks properties against
 the plugins' schemas, builds the dependency graph and finds cycles. Every
-problem is collected; one `TemplateInvalid` reports them all.
+problem is collected; one `TemplateInvalid` reports them all. One evaluation
+`Budget` covers the whole load (documents, nested template files, functions);
+running out of it raises `BudgetExceeded` at once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from services.engine.template.environment import Environment, is_template_refere
 from services.engine.template.errors import ErrorList, join_path
 from services.engine.template.expr import OMIT, Expr
 from services.engine.template.graph import find_cycles, reverse_edges
-from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.parameters import parameter_values
 from services.engine.template.properties import check_nested_properties, check_properties
 from services.engine.template.template import ResourceSnippet, Template, read_template
@@ -52,8 +54,11 @@ def load_stack(
     identity: StackIdentity,
     limits: TemplateLimits = DEFAULT_LIMITS,
     custom_constraints: frozenset[str] = frozenset(),
+    budget: Budget | None = None,
 ) -> StackDefinition:
-    """Validate everything and return the stack; raise `TemplateInvalid` listing all errors."""
+    """Validate everything and return the stack; raise `TemplateInvalid` listing all errors
+    (or `BudgetExceeded` when evaluating needs more than `budget`, by default one of
+    `limits`)."""
     errors = ErrorList()
     stack = build_stack(
         template,
@@ -66,6 +71,7 @@ def load_stack(
         custom_constraints=custom_constraints,
         require_values=True,
         errors=errors,
+        budget=budget,
     )
     errors.raise_if_any()
     assert stack is not None
@@ -84,20 +90,25 @@ def build_stack(
     custom_constraints: frozenset[str],
     require_values: bool,
     errors: ErrorList,
+    budget: Budget | None = None,
 ) -> StackDefinition | None:
     """`load_stack` without raising: errors are appended; None if unreadable.
 
     With `require_values=False` (template validation) parameters without a
     value are allowed; what depends on them is not checked.
     """
+    if budget is None:
+        budget = Budget(limits)
     tmpl = (
-        template if isinstance(template, Template) else read_template(template, limits=limits, errors=errors)
+        template
+        if isinstance(template, Template)
+        else read_template(template, limits=limits, errors=errors, budget=budget)
     )
-    env = read_environment(environment, limits=limits, errors=errors)
+    env = read_environment(environment, limits=limits, errors=errors, budget=budget)
     if tmpl is None:
         return None
     files = files or {}
-    loader = _StackLoader(tmpl, env, files, types, limits, errors)
+    loader = _StackLoader(tmpl, env, files, types, limits, errors, budget)
     loader.check_custom_constraints(custom_constraints)
     loader.check_registry()
     values = parameter_values(
@@ -114,7 +125,7 @@ def build_stack(
         "OS::project_id": identity.project_id,
     }
     scope = ParamScope(values, pseudo, frozenset(tmpl.parameters))
-    conditions = Conditions(tmpl.conditions, version=tmpl.version, scope=scope, errors=errors)
+    conditions = Conditions(tmpl.conditions, version=tmpl.version, scope=scope, errors=errors, budget=budget)
     condition_values = conditions.evaluate_all()
     enabled = {
         name: snippet.condition is None
@@ -130,6 +141,7 @@ def build_stack(
         resources=enabled,
         attributes=attributes,
         errors=errors,
+        budget=budget,
     )
     resources = {
         name: loader.resource(tmpl.resources[name], compiler, enabled) for name, on in enabled.items() if on
@@ -159,6 +171,7 @@ def build_stack(
         outputs=outputs,
         disabled=frozenset(n for n, on in enabled.items() if not on),
         _dependents=reverse_edges(requires),
+        limits=limits,
     )
 
 
@@ -173,6 +186,7 @@ class _StackLoader:
         types: TypeTable,
         limits: TemplateLimits,
         errors: ErrorList,
+        budget: Budget,
     ) -> None:
         self.tmpl = tmpl
         self.env = env
@@ -180,6 +194,7 @@ class _StackLoader:
         self.types = types
         self.limits = limits
         self.errors = errors
+        self.budget = budget
         self._nested: dict[str, Template | None] = {}
         self._types: dict[str, str] = {}  # resource name -> resolved type
 
@@ -213,7 +228,11 @@ class _StackLoader:
             self.errors.add(path, f"template file {file_name!r} is not in the request's files")
         else:
             parsed = read_template(
-                content, limits=self.limits, errors=self.errors, prefix=join_path("files", file_name)
+                content,
+                limits=self.limits,
+                errors=self.errors,
+                prefix=join_path("files", file_name),
+                budget=self.budget,
             )
         self._nested[file_name] = parsed
         return parsed

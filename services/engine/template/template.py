@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.engine.template.errors import ErrorList, join_path
-from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.loader import DocumentError, load_document
 from services.engine.template.parameters import ParameterSchema, parse_parameter
 from services.engine.template.versions import TemplateVersion, known_versions, lookup
@@ -56,6 +56,11 @@ class ResourceSnippet:
     condition: Any = None  # None: no condition (always enabled)
     external_id: Any = None
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Python code run per resource while a big stack is unpickled, so the thread
+        # unpickling it (the template pool's) lets the event loop's thread run meanwhile.
+        self.__dict__.update(state)
+
 
 @dataclass(frozen=True)
 class OutputSnippet:
@@ -96,6 +101,7 @@ def read_template(
     limits: TemplateLimits,
     errors: ErrorList,
     prefix: str = "",
+    budget: Budget | None = None,
 ) -> Template | None:
     """Like `parse_template` but appends errors (paths under `prefix`).
 
@@ -103,11 +109,19 @@ def read_template(
     or unknown version); otherwise the parts that were valid.
     """
     try:
-        data = load_document(source, limits=limits, what="template")
+        data = load_document(source, limits=limits, what="template", budget=budget)
     except DocumentError as exc:
         errors.add(prefix, str(exc))
         return None
     return _read_sections(data, limits, errors, prefix)
+
+
+def template_of_document(
+    data: dict[str, Any], *, limits: TemplateLimits, errors: ErrorList
+) -> Template | None:
+    """Like `read_template` for a document `load_document` already returned (not
+    parsed or measured again, so the `Template` shares its snippets with it)."""
+    return _read_sections(data, limits, errors, "")
 
 
 def _read_sections(

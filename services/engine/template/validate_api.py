@@ -18,7 +18,7 @@ from services.engine.template.constraints import ConstraintKind, ParamType
 from services.engine.template.definition import StackIdentity
 from services.engine.template.environment import Environment
 from services.engine.template.errors import ErrorList
-from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.parameters import ParameterSchema
 from services.engine.template.stack import TypeTable, build_stack
 from services.engine.template.template import Template
@@ -43,6 +43,7 @@ def validate_response(
     limits: TemplateLimits = DEFAULT_LIMITS,
     custom_constraints: frozenset[str] = frozenset(),
     project_id: str = "None",
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
     """Validate and describe a template as Heat's validate call does."""
     errors = ErrorList()
@@ -57,6 +58,7 @@ def validate_response(
         custom_constraints=custom_constraints,
         require_values=False,
         errors=errors,
+        budget=budget,
     )
     errors.raise_if_any()
     assert stack is not None

@@ -25,7 +25,7 @@ from services.engine.core.nesting import (
     is_nested,
     with_digest,
 )
-from services.engine.template import OutputValue
+from services.engine.template import Budget, OutputValue
 from services.worker.runner import run_job
 from shared.plugins.builtin.nested import GroupProperties, StackProperties
 from shared.plugins.registry import load_types
@@ -74,7 +74,7 @@ def test_removal_policies_remove_named_or_referenced_members_whose_names_are_nev
 
 def test_a_group_template_has_one_resource_per_member_with_the_index_substituted() -> None:
     props = group(2, ["0"])
-    template = group_template(props, group_plan(props, members={}, removed=()))
+    template = group_template(props, group_plan(props, members={}, removed=()), Budget())
     assert template["resources"] == {
         "1": {"type": "My::T", "properties": {"name": "m-1", "tags": ["1", 7]}},
         "2": {"type": "My::T", "properties": {"name": "m-2", "tags": ["2", 7]}},

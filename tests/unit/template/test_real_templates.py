@@ -123,7 +123,7 @@ CASES: list[tuple[str, dict[str, Any], str | None, dict[str, Any], dict[str, Any
             "lists": {
                 "value": {
                     "concat": ["a", "b", "b", "c", "x", "y", "x"],
-                    "unique": ["a", "b", "c", "y", "x"],
+                    "unique": ["a", "b", "c", "x", "y"],  # the first of repeated items, as Heat
                     "filtered": ["a", "y"],
                     "has_c": True,
                     "has_y": True,

@@ -1,0 +1,269 @@
+"""Goals: from what a request (or a parent resource) gives to a validated stack definition.
+
+Where it sits: every template a user controls is parsed, validated and
+evaluated here, by pure functions the engine runs in its template pool
+(`template_pool`), never on its event loop: `load_goal` for create, update,
+patch and previews (documents as the request sent them, merged over the
+stack's current goal where the request keeps it), `validate_goal` for
+`POST /validate`, `load_definition` when the engine's definition cache misses,
+and `load_child_goal` for a nested resource's child stack. Each makes one
+evaluation `Budget` for the whole request, and returns (or raises) only what
+pickles: the parsed documents, the `StackDefinition`, `InvalidInput` errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
+from services.engine.storable import check_storable, storable_text
+from services.engine.template import (
+    Budget,
+    StackDefinition,
+    StackIdentity,
+    Template,
+    TemplateLimits,
+    load_stack,
+    validate_response,
+)
+from services.engine.template.errors import ErrorList
+from services.engine.template.loader import DocumentError, load_document
+from services.engine.template.stack import TypeTable, build_stack
+from services.engine.template.template import template_of_document
+from shared.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the user asked for: a template and its inputs (documents parsed)."""
+
+    template: Mapping[str, Any]
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    """A goal as a request gives it: documents as sent (YAML/JSON text or maps).
+
+    With `base` (the stack's current goal, for PATCH and `existing: true`) an
+    omitted template is the current one, and the environment, parameters and
+    files given are merged over the current ones. `adopt` is the request's
+    `adopt_stack_data` (its template is used when the request has none).
+    """
+
+    template: Mapping[str, Any] | str | None
+    environment: Mapping[str, Any] | str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    adopt: Mapping[str, Any] | str | None = None
+    base: Goal | None = None
+
+    @classmethod
+    def of(cls, goal: Goal) -> GoalSpec:
+        return cls(goal.template, goal.environment, goal.parameters, goal.files)
+
+
+@dataclass(frozen=True)
+class LoadedGoal:
+    goal: Goal
+    definition: StackDefinition
+    adopt: Mapping[str, str] = field(default_factory=dict)  # resource name -> physical id
+
+
+class AdoptedResource(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    resource_id: str | None = Field(None, max_length=255, description="The physical id to take over.")
+
+
+class AdoptData(BaseModel):
+    """What `adopt_stack_data` must hold: the abandon document of a stack."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    template: dict[str, Any] | None = None
+    resources: dict[str, AdoptedResource] = Field(default_factory=dict)
+
+    def physical_ids(self) -> dict[str, str]:
+        return {name: r.resource_id for name, r in self.resources.items() if r.resource_id}
+
+
+def document(
+    source: Mapping[str, Any] | str, what: str, limits: TemplateLimits, budget: Budget
+) -> dict[str, Any]:
+    """A request's document, parsed within `limits` and checked storable."""
+    if isinstance(source, str) and not storable_text(source):
+        raise InvalidInput("NUL characters and unpaired surrogates are not allowed", path=what)
+    try:
+        parsed = load_document(source, limits=limits, what=what, budget=budget)
+    except DocumentError as exc:
+        raise InvalidInput(str(exc), path=what) from exc
+    check_storable(parsed, what)
+    return parsed
+
+
+def _adoption(source: Mapping[str, Any] | str, limits: TemplateLimits, budget: Budget) -> AdoptData:
+    data = document(source, "adopt_stack_data", limits, budget)
+    try:
+        return AdoptData.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(["adopt_stack_data", *(str(p) for p in err["loc"])])
+        raise InvalidInput(str(err["msg"]), path=where) from exc
+
+
+def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[Goal, dict[str, str]]:
+    """The goal's documents parsed (and merged over `spec.base`), and the physical ids to
+    adopt; everything the request gave checked storable (`api.requests.StackBody` leaves
+    that to here)."""
+    check_storable(spec.parameters, "parameters")
+    check_storable(spec.files, "files")
+    base = spec.base
+    adoption = _adoption(spec.adopt, limits, budget) if spec.adopt is not None else None
+    if spec.template is not None:
+        template: Mapping[str, Any] = document(spec.template, "template", limits, budget)
+    elif adoption is not None and adoption.template is not None:
+        template = document(adoption.template, "template", limits, budget)
+    elif base is not None:
+        template = base.template
+    else:
+        raise InvalidInput("a template is required")
+    given = spec.environment
+    environment = document(given, "environment", limits, budget) if given else {}
+    if base is not None:
+        return (
+            Goal(
+                template,
+                {**base.environment, **environment},
+                {**base.parameters, **spec.parameters},
+                {**base.files, **spec.files},
+            ),
+            adoption.physical_ids() if adoption else {},
+        )
+    goal = Goal(template, environment, dict(spec.parameters), dict(spec.files))
+    return goal, adoption.physical_ids() if adoption else {}
+
+
+def load_goal(
+    spec: GoalSpec, identity: StackIdentity, types: TypeTable, limits: TemplateLimits
+) -> LoadedGoal:
+    """Parse and validate a stack operation's goal; raise `InvalidInput` (all template
+    errors with their paths, or what ran out) before anything changes."""
+    budget = Budget(limits)
+    goal, adopt = parse_goal(spec, limits, budget)
+    errors = ErrorList()
+    template = _template(goal, limits, errors)
+    definition = None
+    if template is not None:
+        definition = build_stack(
+            template,
+            environment=dict(goal.environment),
+            parameters=dict(goal.parameters),
+            files=dict(goal.files),
+            types=types,
+            identity=identity,
+            limits=limits,
+            custom_constraints=frozenset(),
+            require_values=True,
+            errors=errors,
+            budget=budget,
+        )
+    errors.raise_if_any()
+    assert definition is not None
+    check_group_sizes(definition)
+    return LoadedGoal(goal, definition, adopt)
+
+
+def _template(goal: Goal, limits: TemplateLimits, errors: ErrorList) -> Template | None:
+    """The goal's template read from its parsed document (shared, not copied: what
+    is sent back from the pool holds the document once)."""
+    return template_of_document(dict(goal.template), limits=limits, errors=errors)
+
+
+def validate_goal(
+    spec: GoalSpec, project_id: str, types: TypeTable, limits: TemplateLimits
+) -> dict[str, Any]:
+    """The body of `POST /validate` (Heat's shape)."""
+    budget = Budget(limits)
+    goal, _ = parse_goal(spec, limits, budget)
+    errors = ErrorList()
+    template = _template(goal, limits, errors)
+    errors.raise_if_any()
+    assert template is not None
+    return validate_response(
+        template,
+        environment=dict(goal.environment),
+        parameters=dict(goal.parameters),
+        files=dict(goal.files),
+        types=types,
+        limits=limits,
+        project_id=project_id,
+        budget=budget,
+    )
+
+
+def load_definition(
+    goal: Goal, identity: StackIdentity, types: TypeTable, limits: TemplateLimits
+) -> StackDefinition:
+    """A stored goal's definition (it was validated when it was stored)."""
+    return load_stack(
+        dict(goal.template),
+        environment=dict(goal.environment),
+        parameters=dict(goal.parameters),
+        files=dict(goal.files),
+        types=types,
+        identity=identity,
+        limits=limits,
+    )
+
+
+def load_child_goal(
+    type_name: str,
+    properties: Mapping[str, Any],
+    *,
+    environment: Mapping[str, Any],
+    files: Mapping[str, str],
+    timeout_mins: int | None,
+    members: Mapping[str, str],
+    removed: Sequence[str],
+    identity: StackIdentity,
+    types: TypeTable,
+    limits: TemplateLimits,
+) -> tuple[ChildGoal, StackDefinition]:
+    """A nested resource's child goal (its template parsed) and validated definition.
+    Raises `NestedInvalid` or another `InvalidInput` naming what is wrong."""
+    budget = Budget(limits)
+    goal = child_goal(
+        type_name,
+        properties,
+        environment=environment,
+        files=files,
+        timeout_mins=timeout_mins,
+        members=members,
+        removed=removed,
+        limits=limits,
+        budget=budget,
+    )
+    try:
+        template = load_document(goal.template, limits=limits, what="template", budget=budget)
+    except DocumentError as exc:
+        raise NestedInvalid(str(exc)) from None
+    definition = load_stack(
+        template,
+        environment=dict(goal.environment),
+        parameters=dict(goal.parameters),
+        files=dict(goal.files),
+        types=types,
+        identity=identity,
+        limits=limits,
+        budget=budget,
+    )
+    check_group_sizes(definition)
+    return dataclasses.replace(goal, template=template), definition

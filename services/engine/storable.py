@@ -1,0 +1,43 @@
+"""What PostgreSQL text and jsonb columns can hold: checked before anything is stored.
+
+Pure. Used at the API boundary on every JSON body (`api.requests.read_json`)
+and on every parsed goal document (`goals`, in the template pool), since YAML
+text may hold "\0" escapes or .inf / .nan that JSON bodies cannot: either
+would otherwise fail later in the store as a 500.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from shared.errors import InvalidInput
+
+
+def storable_text(text: str) -> bool:
+    """Whether PostgreSQL can store (or compare with) `text`."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate, e.g. from the JSON "\ud800"
+        return False
+    return True
+
+
+def check_storable(value: Any, where: str) -> None:
+    """Refuse (InvalidInput naming the place) what text and jsonb columns cannot hold."""
+    pending: list[tuple[Any, str]] = [(value, where)]
+    while pending:  # iterative: parsed JSON may be nested as deep as the parser allowed
+        item, path = pending.pop()
+        if isinstance(item, str) and not storable_text(item):
+            raise InvalidInput("NUL characters and unpaired surrogates are not allowed", path=path)
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput("numbers must be finite (no NaN or Infinity)", path=path)
+        if isinstance(item, dict):
+            for key, child in item.items():
+                pending.append((key, path))
+                named = f"{path}.{key}" if path else str(key)
+                pending.append((child, named if storable_text(str(key)) else path))
+        elif isinstance(item, list):
+            pending.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
