@@ -40,7 +40,7 @@ from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
-from shared.settings import UpSettings, allow_endpoints, plugin_endpoints
+from shared.settings import UpSettings, allow_endpoints, own_ports, plugin_endpoints
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -94,11 +94,13 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 sandbox.start(supervisor)
             sandbox_url = f"{api_url}{SANDBOX_MOUNT}"
         endpoints = plugin_endpoints(sandbox_url=sandbox_url)
+        allow = AllowList.parse(
+            allow_endpoints(settings.http_allowed_hosts, endpoints),
+            protected_ports=own_ports(settings.http_protected_ports, ports=[settings.api_port]),
+        )
         runtime = PluginRuntime(
             types=types,
-            http=HttpGateway(
-                session, AllowList.parse(allow_endpoints(settings.http_allowed_hosts, endpoints))
-            ),
+            http=HttpGateway(session, allow),
             api_url=api_url,
             endpoints=endpoints,
         )
