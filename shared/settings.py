@@ -170,6 +170,30 @@ class EngineSettings(CommonSettings):
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "
         "= a generated token for project demo.",
     )
+    max_signal_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=2 * 1024 * 1024,
+        description="Largest resource-signal body (bytes); more is 413. A handle keeps every signal "
+        "it accepted, so this times max_signals_per_handle bounds what one handle holds.",
+    )
+    max_signals_per_handle: int = Field(
+        100, ge=1, le=10_000, description="Signals one wait-condition handle accepts; more is 400."
+    )
+    max_signal_reason_chars: int = Field(
+        255,
+        ge=16,
+        le=10_000,
+        description="A signal's reason is cut to this many characters before it is stored and shown "
+        "(events, the live stream); Heat's events keep 255.",
+    )
+    max_streams_per_token: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="Live event streams (GET .../stream) one token may hold open at once on one "
+        "engine; more is 429.",
+    )
 
     @field_validator("database_url")
     @classmethod

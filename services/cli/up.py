@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
-from services.engine.service import EngineService, template_limits
+from services.engine.service import EngineService, api_limits, template_limits
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
 from services.sandbox.app import build_app as build_sandbox_app
@@ -81,6 +81,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 supervisor=supervisor,
                 registry=registry,
                 limits=template_limits(settings),
+                api_limits=api_limits(settings),
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
-from services.engine.service import EngineService, quotas, template_limits
+from services.engine.service import EngineService, api_limits, quotas, template_limits
 from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
@@ -59,6 +59,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             registry=registry,
             limits=template_limits(settings),
             quotas=quotas(settings),
+            api_limits=api_limits(settings),
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

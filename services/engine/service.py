@@ -29,7 +29,8 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from services.engine.api.deps import DEFAULT_QUOTAS, ApiDeps, Quotas
+from services.engine.api.deps import DEFAULT_API_LIMITS, DEFAULT_QUOTAS, ApiDeps, ApiLimits, Quotas, ReadSlots
+from services.engine.api.masking import SecretsCache
 from services.engine.checks import Convergence
 from services.engine.definitions import DefinitionCache
 from services.engine.messages import CheckResource
@@ -74,12 +75,15 @@ class EngineService:
         registry: CollectorRegistry | None = None,
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
+        api_limits: ApiLimits = DEFAULT_API_LIMITS,
         clock: Callable[[], float] = time.time,
         outbox_stale_seconds: float = 5.0,
         relay_seconds: float = 1.0,
         store_retries: int = 5,
     ) -> None:
         self._quotas = quotas
+        self._api_limits = api_limits
+        self._pool_size = pool.get_max_size()
         self._clock = clock
         self._stall_seconds = stall_seconds
         self._stalled = Counter(
@@ -119,8 +123,16 @@ class EngineService:
             types=self.types,
             limits=self.limits,
             quotas=self._quotas,
-            signals=Signals(store=self.store, outbox=self.outbox),
+            api_limits=self._api_limits,
+            signals=Signals(
+                store=self.store,
+                outbox=self.outbox,
+                per_handle=self._api_limits.signals_per_handle,
+                reason_chars=self._api_limits.signal_reason_chars,
+            ),
             observing=self.observing,
+            secrets=SecretsCache(self.queries),
+            reads=ReadSlots(max(1, self._pool_size // 2)),  # a project never holds the whole pool
         )
 
     def consumptions(self) -> list[Consumption]:
@@ -229,6 +241,16 @@ class EngineService:
 def quotas(settings: EngineSettings) -> Quotas:
     """Per-project quotas (each project gets the same)."""
     return Quotas(stacks_per_project=settings.max_stacks_per_project)
+
+
+def api_limits(settings: EngineSettings) -> ApiLimits:
+    """What one API request may cost (signals, live streams)."""
+    return ApiLimits(
+        signal_bytes=settings.max_signal_bytes,
+        signals_per_handle=settings.max_signals_per_handle,
+        signal_reason_chars=settings.max_signal_reason_chars,
+        streams_per_token=settings.max_streams_per_token,
+    )
 
 
 def template_limits(settings: EngineSettings) -> TemplateLimits:

@@ -10,10 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
+from services.engine.api.masking import HIDDEN, NO_SECRETS, Secrets
 from services.engine.store.queries import StackView
 from services.engine.template import OutputValue
-
-HIDDEN = "******"
 
 
 def timestamp(value: datetime | None) -> str | None:
@@ -24,7 +23,7 @@ def stack_path(base: str, name: str, stack_id: uuid.UUID | str) -> str:
     return f"{base}/stacks/{name}/{stack_id}"
 
 
-def stack_summary(stack: StackView, base: str) -> dict[str, Any]:
+def stack_summary(stack: StackView, base: str, *, secrets: Secrets = NO_SECRETS) -> dict[str, Any]:
     return {
         "id": str(stack.stack_id),
         "stack_name": stack.name,
@@ -33,7 +32,7 @@ def stack_summary(stack: StackView, base: str) -> dict[str, Any]:
         "updated_time": timestamp(stack.updated_at),
         "deletion_time": timestamp(stack.deleted_at),
         "stack_status": f"{stack.action}_{stack.status}",
-        "stack_status_reason": stack.status_reason,
+        "stack_status_reason": secrets.mask(stack.status_reason),
         "stack_owner": None,
         "parent": str(stack.owner_stack_id) if stack.owner_stack_id is not None else None,
         "project": stack.project_id,
@@ -59,7 +58,9 @@ def stack_detail(
     parameters: Mapping[str, Any],
     hidden: frozenset[str],
     outputs: Mapping[str, OutputValue] | None,
+    secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
+    """Outputs are shown as the template author wrote them (Heat does not mask them either)."""
     shown = {k: (HIDDEN if k in hidden else _param_text(v)) for k, v in parameters.items()}
     shown.update(
         {
@@ -69,7 +70,7 @@ def stack_detail(
         }
     )
     return {
-        **stack_summary(stack, base),
+        **stack_summary(stack, base, secrets=secrets),
         "description": description,
         "template_description": description,
         "parameters": shown,
@@ -97,9 +98,11 @@ def resource_view(
     *,
     detail: bool = False,
     parent_resource: str | None = None,
+    secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
     """`stack` is the resource's own stack; `parent_resource` names the resource of the
-    parent stack that owns it (a resource of a nested stack, listed with nested_depth)."""
+    parent stack that owns it (a resource of a nested stack, listed with nested_depth);
+    `secrets` masks what may hold a hidden parameter's value (reason, attributes)."""
     stack_url = stack_path(base, stack.name, stack.stack_id)
     view: dict[str, Any] = {
         "resource_name": row["name"],
@@ -107,7 +110,7 @@ def resource_view(
         "physical_resource_id": row["physical_id"] or "",
         "resource_type": row["type"],
         "resource_status": f"{row['action']}_{row['status']}",
-        "resource_status_reason": row["status_reason"],
+        "resource_status_reason": secrets.mask(row["status_reason"]),
         "creation_time": timestamp(row["created_at"]),
         "updated_time": timestamp(row["updated_at"]),
         "required_by": list(row.get("required_by") or []),
@@ -122,12 +125,14 @@ def resource_view(
     if parent_resource is not None:
         view["parent_resource"] = parent_resource
     if detail:
-        view["attributes"] = dict(row["attributes"] or {})
+        view["attributes"] = secrets.mask(dict(row["attributes"] or {}))
         view["description"] = ""
     return view
 
 
-def event_view(row: Mapping[str, Any], stack: StackView, base: str) -> dict[str, Any]:
+def event_view(
+    row: Mapping[str, Any], stack: StackView, base: str, *, secrets: Secrets = NO_SECRETS
+) -> dict[str, Any]:
     stack_url = stack_path(base, stack.name, stack.stack_id)
     resource_url = f"{stack_url}/resources/{row['resource_name']}"
     return {
@@ -137,7 +142,7 @@ def event_view(row: Mapping[str, Any], stack: StackView, base: str) -> dict[str,
         "logical_resource_id": row["resource_name"],
         "physical_resource_id": row["physical_resource_id"] or "",
         "resource_status": f"{row['action']}_{row['status']}",
-        "resource_status_reason": row["reason"],
+        "resource_status_reason": secrets.mask(row["reason"]),
         "resource_type": row["resource_type"],
         "links": [
             {"href": f"{resource_url}/events/{row['event_id']}", "rel": "self"},
