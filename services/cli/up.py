@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import sys
 import uuid
@@ -197,6 +198,10 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             bus="in-process" if settings.amqp_url is None else "amqp",
             sandbox=sandbox_url,
         )
+        # What start-up loaded (modules, types, the app: ~100k objects) lives as long as the
+        # process; frozen, full garbage collections stop scanning it on every pass, which
+        # kept the event loop (the API, /healthz) paused tens of milliseconds each time.
+        gc.freeze()
         await stop.wait()
         draining.set()
         log.info("draining")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import sys
 import uuid
 
@@ -78,6 +79,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         log.info(
             "ready", engine_id=str(engine.engine_id), api=f"http://{settings.api_host}:{settings.api_port}"
         )
+        gc.freeze()  # start-up's objects live as long as the process: full collections skip them
         await stop.wait()
         draining.set()
         log.info("draining")

@@ -29,7 +29,15 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from services.engine.api.deps import DEFAULT_API_LIMITS, DEFAULT_QUOTAS, ApiDeps, ApiLimits, Quotas, ReadSlots
+from services.engine.api.deps import (
+    DEFAULT_API_LIMITS,
+    DEFAULT_QUOTAS,
+    READS_PER_PROJECT,
+    ApiDeps,
+    ApiLimits,
+    Quotas,
+    ReadSlots,
+)
 from services.engine.api.masking import SecretsCache
 from services.engine.checks import Convergence
 from services.engine.definitions import DefinitionCache
@@ -132,7 +140,7 @@ class EngineService:
             ),
             observing=self.observing,
             secrets=SecretsCache(self.queries),
-            reads=ReadSlots(max(1, self._pool_size // 2)),  # a project never holds the whole pool
+            reads=ReadSlots(max(1, min(READS_PER_PROJECT, self._pool_size // 2))),
         )
 
     def consumptions(self) -> list[Consumption]:

@@ -48,10 +48,15 @@ class ApiLimits:
 DEFAULT_API_LIMITS = ApiLimits()
 
 
+#: Resource reads of one project in progress at once (at most half the pool).
+READS_PER_PROJECT = 2
+
+
 class ReadSlots:
-    """At most `per_key` resource reads of one project hold a database connection at
-    once, so one project's many or large reads cannot take the whole pool from the
-    others (each read is bounded: one page, or one pass over one stack)."""
+    """At most `per_key` resource reads of one project in progress at once: each a
+    statement (one page, or one pass over one stack's dependencies) and the formatting
+    of what it read. One project's many or large reads queue behind each other instead
+    of taking the pool, or the event loop, from the other projects."""
 
     def __init__(self, per_key: int) -> None:
         self._per_key = per_key

@@ -12,11 +12,13 @@ through the stack's `Secrets` (hidden parameters).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import replace
 from typing import Any
 
+import asyncpg
 import structlog
 from aiohttp import web
 
@@ -36,8 +38,12 @@ log = structlog.get_logger(__name__)
 
 MAX_EVENTS = 1000
 MAX_NESTED_DEPTH = 100
-#: Rows per read statement of a resource list, and the most `limit` may ask for.
-RESOURCE_PAGE = 1000
+#: The most `limit` may ask for.
+MAX_LIMIT = 1000
+#: Rows per read statement of a whole resource list.
+RESOURCE_PAGE = 500
+#: Views built and written at a time: a millisecond or two of the event loop each.
+WRITE_CHUNK = 50
 #: After the last name there is: a marker's page starts after every row with that name.
 _LAST_ID = 2**63 - 1
 
@@ -89,8 +95,8 @@ async def show_resource(deps: ApiDeps, request: web.Request, stack: StackView, n
             raise not_found(f"The Resource ({name}) could not be found.")
         required = await deps.queries.required_by(stack.stack_id, [row["resource_id"]])
     secrets = await deps.secrets.for_stack(stack.stack_id)
-    found = {**dict(row), "required_by": required.get(row["resource_id"], [])}
-    view = resource_view(found, stack, _base(request), detail=True, secrets=secrets)
+    required_by = required.get(row["resource_id"], ())
+    view = resource_view(row, stack, _base(request), detail=True, required_by=required_by, secrets=secrets)
     properties = row["properties"]
     view["properties"] = secrets.mask(properties) if isinstance(properties, dict) else {}
     return json_response({"resource": view})
@@ -166,8 +172,13 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
     base = _base(request)
     if limit is not None:
         after = (marker, _LAST_ID) if marker is not None else None
-        rows = await _page(deps, stack, stack.stack_id, filters, after, limit, whole=None)
-        views = [resource_view(r, stack, base, secrets=secrets.get(stack.stack_id, NO_SECRETS)) for r in rows]
+        async with deps.reads.slot(stack.project_id):
+            rows, edges = await _page(deps, stack.stack_id, filters, after, limit)
+        shown = secrets.get(stack.stack_id, NO_SECRETS)
+        views = [
+            resource_view(r, stack, base, required_by=edges.get(r["resource_id"], ()), secrets=shown)
+            for r in rows
+        ]
         return json_response({"resources": views})
     return await _stream_all(deps, request, stack, tree, filters, secrets, base)
 
@@ -182,31 +193,48 @@ async def _stream_all(
     base: str,
 ) -> web.StreamResponse:
     """Every resource of the tree as one JSON document, written a page at a time: memory
-    and connection use stay one page's, whatever the stack's size."""
+    and connection use stay one page's, whatever the stack's size. A page is read and
+    written holding one of the project's read slots, in chunks that leave the event loop
+    to others in between, so many big lists of one project cannot hold up the others."""
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     separator = b""
     for nested in tree:
         owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
         shown = secrets.get(nested.stack_id, NO_SECRETS)
         async with deps.reads.slot(stack.project_id):  # every reverse edge of the stack, in one pass
-            whole = await deps.queries.required_by(nested.stack_id)
+            edges = await deps.queries.required_by(nested.stack_id)
         after: ResourceKey | None = None
         while True:
-            try:
-                rows = await _page(deps, stack, nested.stack_id, filters, after, RESOURCE_PAGE, whole=whole)
-            except ConvergeError as exc:
+            async with deps.reads.slot(stack.project_id):
+                try:
+                    rows, _ = await _page(deps, nested.stack_id, filters, after, RESOURCE_PAGE, edges=edges)
+                except ConvergeError as exc:
+                    if not response.prepared:
+                        raise  # nothing sent yet: the error middleware answers in Heat's shape
+                    log.warning("resource_list_cut", stack_id=str(stack.stack_id), error=str(exc))
+                    response.force_close()
+                    return response
                 if not response.prepared:
-                    raise  # nothing sent yet: the error middleware answers in Heat's shape
-                log.warning("resource_list_cut", stack_id=str(stack.stack_id), error=str(exc))
-                response.force_close()
-                return response
-            if not response.prepared:
-                await response.prepare(request)
-                await response.write(b'{"resources":[')
-            for row in rows:
-                view = resource_view(row, owner, base, parent_resource=nested.parent_resource, secrets=shown)
-                await response.write(separator + json.dumps(view, separators=(",", ":")).encode())
-                separator = b","
+                    await response.prepare(request)
+                    await response.write(b'{"resources":[')
+                for start in range(0, len(rows), WRITE_CHUNK):
+                    text = ",".join(
+                        json.dumps(
+                            resource_view(
+                                row,
+                                owner,
+                                base,
+                                parent_resource=nested.parent_resource,
+                                required_by=edges.get(row["resource_id"], ()),
+                                secrets=shown,
+                            ),
+                            separators=(",", ":"),
+                        )
+                        for row in rows[start : start + WRITE_CHUNK]
+                    )
+                    await response.write(separator + text.encode())
+                    separator = b","
+                    await asyncio.sleep(0)  # others' turn between chunks: the loop is shared
             if len(rows) < RESOURCE_PAGE:
                 break
             after = (rows[-1]["name"], rows[-1]["resource_id"])
@@ -220,22 +248,19 @@ async def _stream_all(
 
 async def _page(
     deps: ApiDeps,
-    stack: StackView,
     stack_id: uuid.UUID,
     filters: dict[str, list[str]],
     after: ResourceKey | None,
     limit: int,
     *,
-    whole: dict[int, list[str]] | None,
-) -> list[dict[str, Any]]:
-    """One page of rows with their `required_by`: from `whole` (the stack's reverse edges,
-    read once) when given, else read for this page's rows."""
-    async with deps.reads.slot(stack.project_id):
-        rows = await deps.queries.resources(stack_id, after=after, limit=limit, **filters)
-        if whole is None and rows:
-            whole = await deps.queries.required_by(stack_id, [r["resource_id"] for r in rows])
-    edges = whole or {}
-    return [{**dict(r), "required_by": edges.get(r["resource_id"], [])} for r in rows]
+    edges: dict[int, tuple[str, ...]] | None = None,
+) -> tuple[list[asyncpg.Record], dict[int, tuple[str, ...]]]:
+    """One page of rows and the reverse edges of its rows: `edges` (the stack's, read
+    once) when given, else read for this page's rows."""
+    rows = await deps.queries.resources(stack_id, after=after, limit=limit, **filters)
+    if edges is None:
+        edges = await deps.queries.required_by(stack_id, [r["resource_id"] for r in rows]) if rows else {}
+    return rows, edges
 
 
 def _resource_paging(request: web.Request) -> tuple[int | None, str | None]:
@@ -249,8 +274,8 @@ def _resource_paging(request: web.Request) -> tuple[int | None, str | None]:
         limit = int(raw)
     except ValueError:
         limit = -1
-    if not 0 <= limit <= RESOURCE_PAGE:
-        raise bad_request(f"limit must be an integer from 0 to {RESOURCE_PAGE}, not {raw!r}")
+    if not 0 <= limit <= MAX_LIMIT:
+        raise bad_request(f"limit must be an integer from 0 to {MAX_LIMIT}, not {raw!r}")
     if marker is not None and not storable_text(marker):
         raise bad_request("marker must be a resource name")
     return limit, marker

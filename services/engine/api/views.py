@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import asyncpg
 from aiohttp import web
 
 from services.engine.api.masking import HIDDEN, NO_SECRETS, Secrets
@@ -92,12 +93,13 @@ def _param_text(value: Any) -> Any:
 
 
 def resource_view(
-    row: Mapping[str, Any],
+    row: Mapping[str, Any] | asyncpg.Record,
     stack: StackView,
     base: str,
     *,
     detail: bool = False,
     parent_resource: str | None = None,
+    required_by: Sequence[str] | None = None,
     secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
     """`stack` is the resource's own stack; `parent_resource` names the resource of the
@@ -113,7 +115,7 @@ def resource_view(
         "resource_status_reason": secrets.mask(row["status_reason"]),
         "creation_time": timestamp(row["created_at"]),
         "updated_time": timestamp(row["updated_at"]),
-        "required_by": list(row.get("required_by") or []),
+        "required_by": list(required_by if required_by is not None else row.get("required_by") or []),
         "links": [
             {"href": f"{stack_url}/resources/{row['name']}", "rel": "self"},
             {"href": stack_url, "rel": "stack"},

@@ -253,7 +253,7 @@ class Queries:
 
     async def required_by(
         self, stack_id: uuid.UUID, resource_ids: Sequence[int] | None = None
-    ) -> dict[int, list[str]]:
+    ) -> dict[int, tuple[str, ...]]:
         """Reverse dependencies: resource_id -> names of the current rows that require it
         (sorted), for `resource_ids` or (None) every row of the stack. One statement, one
         pass over the stack's rows however many ids are asked for."""
@@ -266,7 +266,9 @@ class Queries:
             stack_id,
             list(resource_ids) if resource_ids is not None else None,
         )
-        return {r["req"]: sorted(r["names"]) for r in rows}
+        # Tuples of text: the garbage collector stops tracking them, however long a list
+        # request holds the map (lists it would scan again and again).
+        return {r["req"]: tuple(sorted(r["names"])) for r in rows}
 
     async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
         """The current row named `name` (index resources_stack_name), as `resources` shows
