@@ -53,10 +53,10 @@ READS_PER_PROJECT = 2
 
 
 class ReadSlots:
-    """At most `per_key` resource reads of one project in progress at once: each a
-    statement (one page, or one pass over one stack's dependencies) and the formatting
-    of what it read. One project's many or large reads queue behind each other instead
-    of taking the pool, or the event loop, from the other projects."""
+    """At most `per_key` resource reads of one project in progress at once: a show, a
+    page, or a whole list (its statements and the formatting and writing of what they
+    read). One project's many or large reads queue behind each other instead of taking
+    the pool, the memory or the event loop from the other projects."""
 
     def __init__(self, per_key: int) -> None:
         self._per_key = per_key

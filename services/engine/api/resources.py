@@ -193,20 +193,22 @@ async def _stream_all(
     base: str,
 ) -> web.StreamResponse:
     """Every resource of the tree as one JSON document, written a page at a time: memory
-    and connection use stay one page's, whatever the stack's size. A page is read and
-    written holding one of the project's read slots, in chunks that leave the event loop
-    to others in between, so many big lists of one project cannot hold up the others."""
+    and connection use stay one page's (and one map of the stack's reverse edges),
+    whatever the stack's size. The whole list holds one of the project's read slots, and
+    writes in chunks that leave the event loop to others in between: many big lists of
+    one project queue behind each other instead of holding up the other projects."""
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     separator = b""
-    for nested in tree:
-        owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
-        shown = secrets.get(nested.stack_id, NO_SECRETS)
-        async with deps.reads.slot(stack.project_id):  # every reverse edge of the stack, in one pass
-            edges = await deps.queries.required_by(nested.stack_id)
-        after: ResourceKey | None = None
-        while True:
-            async with deps.reads.slot(stack.project_id):
+    async with deps.reads.slot(stack.project_id):
+        for nested in tree:
+            owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
+            shown = secrets.get(nested.stack_id, NO_SECRETS)
+            after: ResourceKey | None = None
+            edges: dict[int, tuple[str, ...]] | None = None
+            while True:
                 try:
+                    if edges is None:  # every reverse edge of the stack, in one pass
+                        edges = await deps.queries.required_by(nested.stack_id)
                     rows, _ = await _page(deps, nested.stack_id, filters, after, RESOURCE_PAGE, edges=edges)
                 except ConvergeError as exc:
                     if not response.prepared:
@@ -235,9 +237,9 @@ async def _stream_all(
                     await response.write(separator + text.encode())
                     separator = b","
                     await asyncio.sleep(0)  # others' turn between chunks: the loop is shared
-            if len(rows) < RESOURCE_PAGE:
-                break
-            after = (rows[-1]["name"], rows[-1]["resource_id"])
+                if len(rows) < RESOURCE_PAGE:
+                    break
+                after = (rows[-1]["name"], rows[-1]["resource_id"])
     if not response.prepared:
         await response.prepare(request)
         await response.write(b'{"resources":[')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -17,7 +17,13 @@ from services.engine.template import OutputValue
 
 
 def timestamp(value: datetime | None) -> str | None:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+    """UTC, to the second, as Heat shows it ("2026-11-21T16:50:15Z"). isoformat, not
+    strftime: a list of 100,000 resources formats 200,000 of these."""
+    if value is None:
+        return None
+    if value.utcoffset():  # the database answers in UTC; anything else is converted
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="seconds")[:19] + "Z"
 
 
 def stack_path(base: str, name: str, stack_id: uuid.UUID | str) -> str:

@@ -80,6 +80,14 @@ _RESOURCE_VIEW = """r.resource_id, r.name, r.type, r.physical_id, r.action, r.st
 #: Where a page of resources ends: (name, resource_id) of its last row.
 ResourceKey = tuple[str, int]
 
+#: Rows per round trip when a whole stack's reverse dependencies are read.
+REVERSE_CHUNK = 2000
+_REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
+    FROM (SELECT d.name, unnest(d.requires) AS req FROM resources d
+          WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
+    WHERE $2::bigint[] IS NULL OR x.req = ANY($2::bigint[])
+    GROUP BY x.req"""
+
 
 def _stack(r: asyncpg.Record) -> StackView:
     return StackView(**{**dict(r), "tags": tuple(r["tags"] or ())})
@@ -256,19 +264,19 @@ class Queries:
     ) -> dict[int, tuple[str, ...]]:
         """Reverse dependencies: resource_id -> names of the current rows that require it
         (sorted), for `resource_ids` or (None) every row of the stack. One statement, one
-        pass over the stack's rows however many ids are asked for."""
-        rows = await self._pool.fetch(
-            """SELECT x.req, array_agg(x.name) AS names
-               FROM (SELECT d.name, unnest(d.requires) AS req FROM resources d
-                     WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
-               WHERE $2::bigint[] IS NULL OR x.req = ANY($2::bigint[])
-               GROUP BY x.req""",
-            stack_id,
-            list(resource_ids) if resource_ids is not None else None,
-        )
-        # Tuples of text: the garbage collector stops tracking them, however long a list
-        # request holds the map (lists it would scan again and again).
-        return {r["req"]: tuple(sorted(r["names"])) for r in rows}
+        pass over the stack's rows however many ids are asked for; for the whole stack
+        it is read through a cursor, `REVERSE_CHUNK` rows at a time, so a large stack's
+        map is built without holding the event loop or a list of every row."""
+        if resource_ids is not None:
+            rows = await self._pool.fetch(_REQUIRED_BY, stack_id, list(resource_ids))
+            return {r["req"]: tuple(sorted(r["names"])) for r in rows}
+        # Tuples of text: the garbage collector soon stops tracking them, however long a
+        # list request holds the map.
+        found: dict[int, tuple[str, ...]] = {}
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            async for r in conn.cursor(_REQUIRED_BY, stack_id, None, prefetch=REVERSE_CHUNK):
+                found[r["req"]] = tuple(sorted(r["names"]))
+        return found
 
     async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
         """The current row named `name` (index resources_stack_name), as `resources` shows
