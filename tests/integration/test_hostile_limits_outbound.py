@@ -97,7 +97,7 @@ async def test_fragments_and_user_information_cannot_change_what_was_checked(
         assert internal.seen == []
 
 
-async def test_a_bare_host_still_protects_converges_own_ports_and_a_bad_redirect_is_named(
+async def test_a_bare_host_still_protects_converges_own_ports(
     tmp_path: Path, database_url: str, internal: FakeApi
 ) -> None:
     env = {"CONVERGE_HTTP_ALLOWED_HOSTS": "127.0.0.1,localhost"}
@@ -110,10 +110,17 @@ async def test_a_bare_host_still_protects_converges_own_ports_and_a_bad_redirect
         allowed = await http_stack(api, f"{internal.base}/things")
         assert allowed[2] == "CREATE_COMPLETE", "an operator's bare host admits other ports"
 
+
+async def test_a_redirect_to_an_unreadable_port_is_a_permanent_error_naming_it(
+    tmp_path: Path, database_url: str, internal: FakeApi
+) -> None:
+    env = {"CONVERGE_HTTP_ALLOWED_HOSTS": f"127.0.0.1:{internal.port}"}
+    async with start_server(tmp_path, database_url, env=env) as server, aiohttp.ClientSession() as http:
+        api = Api(http, server.base)
         redirected = await http_stack(api, f"{internal.base}/bad-port")
         assert redirected[2] == "CREATE_FAILED"
         why = await reason(api, redirected)
         assert "invalid redirect URL" in why
         assert "99999999" in why
         assert "ValueError" not in why
-        assert [s.path for s in internal.seen if s.path == "/bad-port"] == ["/bad-port"], "not retried"
+        assert [s.path for s in internal.seen] == ["/bad-port"], "a permanent error: not retried"

@@ -87,10 +87,10 @@ async def test_after_a_crash_the_next_up_adopts_the_embedded_server_and_stops_it
 
         second = await up_on(tmp_path)
         assert postmaster_pid(tmp_path) == postmaster, "the next up reuses the server it found"
-        assert any(e.get("event") == "embedded_postgres_adopted" for e in second.events)
         second.signal(signal.SIGTERM)
         assert await second.wait() == 0
         await eventually(lambda: not running(postmaster), timeout=60)
+        assert any(e.get("event") == "embedded_postgres_adopted" for e in second.events), "and says so"
     finally:
         for process in (crashed, second):
             if process is not None:
