@@ -141,7 +141,7 @@ def _ordered(texts: Iterable[str]) -> tuple[str, ...]:
 class SecretsCache:
     """`Secrets` of stacks, built once per template id (an LRU of `size` templates)."""
 
-    def __init__(self, queries: Queries, *, size: int = 512) -> None:
+    def __init__(self, queries: Queries, *, size: int = 8192) -> None:  # entries are a few strings
         self._queries = queries
         self._size = size
         self._cache: OrderedDict[uuid.UUID, Secrets] = OrderedDict()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 from aiohttp import web
 
-from services.engine.api.masking import HIDDEN, NO_SECRETS, Secrets
+from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.store.queries import StackView
 from services.engine.template import OutputValue
 
@@ -67,8 +68,9 @@ def stack_detail(
     outputs: Mapping[str, OutputValue] | None,
     secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
-    """Outputs are shown as the template author wrote them (Heat does not mask them either)."""
-    shown = {k: (HIDDEN if k in hidden else _param_text(v)) for k, v in parameters.items()}
+    """Parameters named `hidden` (the current template's) are masked; outputs are shown as
+    the template author wrote them (Heat does not mask them either)."""
+    shown = replace(secrets, names=hidden).parameters({k: _param_text(v) for k, v in parameters.items()})
     shown.update(
         {
             "OS::stack_id": str(stack.stack_id),
