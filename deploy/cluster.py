@@ -115,7 +115,13 @@ def service_environment(
         "CONVERGE_QUEUE_PREFIX": args.queue_prefix,
         "CONVERGE_API_TOKENS": tokens,
         "CONVERGE_PUBLIC_API_URL": f"http://127.0.0.1:{layout['engine'][0]}",
-        "CONVERGE_HTTP_ALLOWED_HOSTS": os.environ.get("CONVERGE_HTTP_ALLOWED_HOSTS", "127.0.0.1,localhost"),
+        # Outbound HTTP reaches the sandbox (CONVERGE_SANDBOX_URL, allowed by host:port) and
+        # nothing else on this machine unless the operator lists it; every port of the
+        # cluster's own processes is refused even then, unless named as host:port.
+        "CONVERGE_HTTP_ALLOWED_HOSTS": os.environ.get("CONVERGE_HTTP_ALLOWED_HOSTS", ""),
+        "CONVERGE_HTTP_PROTECTED_PORTS": ",".join(
+            str(port) for port in sorted({p for numbers in layout.values() for p in numbers})
+        ),
         "CONVERGE_DRAIN_SECONDS": os.environ.get("CONVERGE_DRAIN_SECONDS", str(DRAIN_SECONDS)),
     }
     if layout["sandbox"]:

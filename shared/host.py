@@ -33,7 +33,7 @@ from shared.http_client import AllowList, HttpGateway
 from shared.messages import Codec
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
-from shared.settings import ObserverSettings, WorkerSettings, allow_endpoints, require_amqp
+from shared.settings import ObserverSettings, WorkerSettings, allow_endpoints, own_ports, require_amqp
 
 PluginServiceSettings = WorkerSettings | ObserverSettings
 
@@ -194,7 +194,10 @@ async def serve_plugin_service(
     amqp_url = require_amqp(settings, program=f"converge-{name}")
     types = load_types()
     endpoints = dict(endpoints or {})
-    allow = AllowList.parse(allow_endpoints(settings.http_allowed_hosts, endpoints))
+    protected = own_ports(settings.http_protected_ports, ports=[settings.health_port], urls=[api_url])
+    allow = AllowList.parse(
+        allow_endpoints(settings.http_allowed_hosts, endpoints), protected_ports=protected
+    )
     async with aiohttp.ClientSession() as session:
         bus = await AmqpBus.connect(
             amqp_url,

@@ -9,6 +9,12 @@ so a disallowed URL is refused before anything is created.
 
 What it guarantees:
 - no request (and no redirect hop) leaves for a host outside the allow list;
+- Converge's own ports (`protected_ports`: the API, health and admin ports)
+  are refused even on an allowed host unless an entry names that host:port
+  exactly (or host:port/path, which admits only paths under that prefix);
+- a URL with user information (`user:pass@`) or a fragment (`#...`) is
+  refused, so neither can change the host or path that was checked (nor
+  swallow a suffix a plugin appends to a base URL);
 - redirects are followed by hand, at most `max_redirects` hops, and
   credentials are not forwarded to another origin;
 - driver failures become `TransientError` (connection lost, timeout) or
@@ -20,11 +26,11 @@ What it guarantees:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 import aiohttp
 
@@ -40,10 +46,12 @@ MAX_MESSAGE_CHARS = 500
 
 @dataclass(frozen=True)
 class HostRule:
-    """One allow-list entry: a host name or address, and a port (None = any)."""
+    """One allow-list entry: a host name or address, a port (None = any) and a path
+    prefix (None = any path; only with a port)."""
 
     host: str
     port: int | None = None
+    path: str | None = None
 
 
 def _split_host_port(entry: str) -> tuple[str, str | None]:
@@ -58,32 +66,66 @@ def _split_host_port(entry: str) -> tuple[str, str | None]:
     return entry, None  # a bare name, or an unbracketed IPv6 address
 
 
+def _path_prefix(text: str) -> str | None:
+    """ "/sandbox/" -> "/sandbox"; None for the whole port ("" or "/")."""
+    prefix = "/" + text.strip("/")
+    return None if prefix == "/" else prefix
+
+
+# Path spellings that could climb out of a prefix once decoded or normalised.
+_PATH_TRICKS = ("%2e", "%2f", "%5c", "\\")
+
+
+def _within(path: str, prefix: str) -> bool:
+    """Whether the raw URL path `path` stays under `prefix` whatever decodes or
+    normalises it: no dot segments, no encoded dots, slashes or backslashes."""
+    lowered = path.lower()
+    if any(trick in lowered for trick in _PATH_TRICKS):
+        return False
+    if any(segment in (".", "..") for segment in path.split("/")):
+        return False
+    return path == prefix or path.startswith(prefix + "/")
+
+
 @dataclass(frozen=True)
 class AllowList:
-    """The hosts outbound HTTP may reach. Empty = nothing is allowed."""
+    """The hosts outbound HTTP may reach. Empty = nothing is allowed.
+
+    `protected_ports` are Converge's own (API, health, admin): a bare-host
+    entry never admits them, only an entry naming that host:port does."""
 
     rules: frozenset[HostRule] = frozenset()
+    protected_ports: frozenset[int] = frozenset()
 
     @classmethod
-    def parse(cls, text: str) -> AllowList:
-        """Parse "host,host:port,[::1]:8080"; a bare host admits every port."""
+    def parse(cls, text: str, *, protected_ports: Iterable[int] = ()) -> AllowList:
+        """Parse "host,host:port,[::1]:8080,host:port/prefix"; a bare host admits every
+        port but the protected ones, host:port/prefix only paths under the prefix."""
         rules: set[HostRule] = set()
         for raw in text.split(","):
             entry = raw.strip()
             if not entry:
                 continue
-            host, port_text = _split_host_port(entry)
+            address, slash, path = entry.partition("/")
+            host, port_text = _split_host_port(address)
             if not host or (port_text is not None and not port_text.isdigit()):
-                raise ConfigError(f"{ALLOWED_HOSTS_VARIABLE}: bad entry {entry!r}; use host or host:port")
+                raise ConfigError(
+                    f"{ALLOWED_HOSTS_VARIABLE}: bad entry {entry!r}; use host, host:port or host:port/path"
+                )
             port = int(port_text) if port_text is not None else None
             if port is not None and not 0 < port < 65536:
                 raise ConfigError(f"{ALLOWED_HOSTS_VARIABLE}: port out of range in {entry!r}")
-            rules.add(HostRule(_normal_host(host), port))
-        return cls(frozenset(rules))
+            if slash and port is None:
+                raise ConfigError(f"{ALLOWED_HOSTS_VARIABLE}: a path needs host:port in {entry!r}")
+            rules.add(HostRule(_normal_host(host), port, _path_prefix(path) if slash else None))
+        return cls(frozenset(rules), frozenset(protected_ports))
 
-    def allows(self, host: str, port: int) -> bool:
+    def allows(self, host: str, port: int, path: str = "/") -> bool:
         name = _normal_host(host)
-        return HostRule(name, None) in self.rules or HostRule(name, port) in self.rules
+        for rule in self.rules:
+            if rule.host == name and rule.port == port and (rule.path is None or _within(path, rule.path)):
+                return True
+        return port not in self.protected_ports and HostRule(name, None) in self.rules
 
 
 def _normal_host(host: str) -> str:
@@ -91,7 +133,8 @@ def _normal_host(host: str) -> str:
 
 
 def check_url(allow: AllowList, url: str) -> None:
-    """Refuse `url` unless it is http(s) to an allowed host and port. Pure."""
+    """Refuse `url` unless it is http(s) to an allowed host, port and path, without
+    user information or a fragment. Pure."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -99,8 +142,12 @@ def check_url(allow: AllowList, url: str) -> None:
         raise PermanentError(f"invalid URL {url!r}: {exc}") from exc
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         raise PermanentError(f"invalid URL {url!r}: need http:// or https:// and a host")
+    if "@" in parts.netloc:
+        raise PermanentError(f"invalid URL {url!r}: user information (user:password@) is not allowed")
+    if "#" in url:
+        raise PermanentError(f"invalid URL {url!r}: a fragment (#...) is not allowed")
     port = port if port is not None else DEFAULT_PORTS[parts.scheme]
-    if not allow.allows(parts.hostname, port):
+    if not allow.allows(parts.hostname, port, parts.path or "/"):
         raise PermanentError(
             f"host {parts.hostname}:{port} is not allowed for outbound HTTP "
             f"(URL {url!r}); add it to {ALLOWED_HOSTS_VARIABLE}"
@@ -209,9 +256,23 @@ def _redirect_method(status: int, method: str) -> str:
     return method
 
 
+def _redirect_target(url: str, location: str) -> str:
+    """Where a redirect points, without its fragment (never sent, and check_url refuses
+    one); PermanentError naming the Location when it cannot be read."""
+    try:
+        return urldefrag(urljoin(url, location)).url
+    except ValueError as exc:  # e.g. "http://[::1" (an unclosed IPv6 bracket)
+        raise PermanentError(f"{url} redirected to an invalid URL {location!r}: {exc}") from exc
+
+
 def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or ""), parts.port
+    """(scheme, host, port) of a redirect target; PermanentError if it cannot be read."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # e.g. a Location with a port that is not a number, or out of range
+        raise PermanentError(f"invalid redirect URL {url!r}: {exc}") from exc
+    return parts.scheme, (parts.hostname or ""), port
 
 
 class HttpGateway:
@@ -251,7 +312,7 @@ class HttpGateway:
             location = response.headers.get("location")
             if response.status not in REDIRECT_STATUSES or not location:
                 return response
-            target = urljoin(url, location)
+            target = _redirect_target(url, location)
             new_method = _redirect_method(response.status, method)
             if new_method != method:
                 body = None

@@ -8,7 +8,7 @@ stops the service at start with one line naming the variable (exit code 2).
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Literal, NoReturn, TypeVar
 from urllib.parse import urlsplit
@@ -43,6 +43,41 @@ def _endpoint_url(value: object) -> str | None:
 
 
 EndpointUrl = Annotated[str | None, BeforeValidator(_endpoint_url)]
+
+#: Converge's default ports: API (8004), worker and observer health/admin (8005, 8006), sandbox (8007).
+DEFAULT_PROTECTED_PORTS = "8004,8005,8006,8007"
+
+
+def parse_ports(text: str) -> frozenset[int]:
+    """ "8004, 8005" -> {8004, 8005}; ValueError naming the bad entry."""
+    ports: set[int] = set()
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        if not entry.isdigit() or not 0 < int(entry) < 65536:
+            raise ValueError(f"{entry!r} is not a port (1-65535); give comma-separated port numbers")
+        ports.add(int(entry))
+    return frozenset(ports)
+
+
+def _port_list(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be comma-separated port numbers")
+    parse_ports(value)
+    return value
+
+
+PortList = Annotated[str, BeforeValidator(_port_list)]
+ALLOWED_HOSTS_HELP = (
+    "Hosts Converge::HTTP::Resource may call: host (any port but the protected ones), host:port, "
+    "or host:port/path (only paths under that prefix). Empty = none."
+)
+PROTECTED_PORTS_HELP = (
+    "Ports of Converge's own services (API, health, admin) that outbound HTTP refuses even on an "
+    "allowed host unless CONVERGE_HTTP_ALLOWED_HOSTS names that host:port; the process's own ports "
+    "are always added."
+)
 
 
 class CommonSettings(BaseSettings):
@@ -195,6 +230,30 @@ class EngineSettings(CommonSettings):
         le=86_400,
         description="The longest pause between retries of a heal that keeps failing (seconds).",
     )
+    max_signal_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=2 * 1024 * 1024,
+        description="Largest resource-signal body (bytes); more is 413. A handle keeps every signal "
+        "it accepted, so this times max_signals_per_handle bounds what one handle holds.",
+    )
+    max_signals_per_handle: int = Field(
+        100, ge=1, le=10_000, description="Signals one wait-condition handle accepts; more is 400."
+    )
+    max_signal_reason_chars: int = Field(
+        255,
+        ge=16,
+        le=10_000,
+        description="A signal's reason is cut to this many characters before it is stored and shown "
+        "(events, the live stream); Heat's events keep 255.",
+    )
+    max_streams_per_token: int = Field(
+        10,
+        ge=1,
+        le=10_000,
+        description="Live event streams (GET .../stream) one token may hold open at once on one "
+        "engine; more is 429.",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -216,10 +275,8 @@ class WorkerSettings(CommonSettings):
         "http://127.0.0.1:8004",
         description="Base URL at which resources reach the engine API (wait-condition signal URLs).",
     )
-    http_allowed_hosts: str = Field(
-        "",
-        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
-    )
+    http_allowed_hosts: str = Field("", description=ALLOWED_HOSTS_HELP)
+    http_protected_ports: PortList = Field(DEFAULT_PROTECTED_PORTS, description=PROTECTED_PORTS_HELP)
     sandbox_url: EndpointUrl = Field(
         None,
         description="Base URL of the sandbox cloud (converge-sandbox) the Sandbox::* types call, "
@@ -232,10 +289,8 @@ class ObserverSettings(CommonSettings):
 
     health_host: str = Field("127.0.0.1", description="Address of /healthz, /readyz, /metrics.")
     health_port: int = Field(8006, ge=1, le=65535, description="Port of /healthz, /readyz, /metrics.")
-    http_allowed_hosts: str = Field(
-        "",
-        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
-    )
+    http_allowed_hosts: str = Field("", description=ALLOWED_HOSTS_HELP)
+    http_protected_ports: PortList = Field(DEFAULT_PROTECTED_PORTS, description=PROTECTED_PORTS_HELP)
     observer_concurrency: int = Field(
         256, ge=1, le=100_000, description="Resources watched at once (polling is cheap)."
     )
@@ -282,9 +337,11 @@ class UpSettings(EngineSettings, SandboxBehaviour):
         256, ge=1, le=100_000, description="Resources watched at once (polling is cheap)."
     )
     http_allowed_hosts: str = Field(
-        "127.0.0.1,localhost",
-        description="Hosts Converge::HTTP::Resource may call: host (any port) or host:port.",
+        "",
+        description=ALLOWED_HOSTS_HELP + " The sandbox (in-process under {API}/sandbox, or "
+        "CONVERGE_SANDBOX_URL) is always allowed; nothing else on this machine is by default.",
     )
+    http_protected_ports: PortList = Field(DEFAULT_PROTECTED_PORTS, description=PROTECTED_PORTS_HELP)
     sandbox_url: EndpointUrl = Field(
         None,
         description="Base URL of an external sandbox cloud for the Sandbox::* types. Unset = the "
@@ -301,15 +358,29 @@ def plugin_endpoints(*, sandbox_url: str | None) -> dict[str, str]:
 
 
 def allow_endpoints(allowed_hosts: str, endpoints: Mapping[str, str]) -> str:
-    """`allowed_hosts` (CONVERGE_HTTP_ALLOWED_HOSTS syntax) plus each endpoint's host:port,
-    so configuring an endpoint is enough for plugins to reach it."""
+    """`allowed_hosts` (CONVERGE_HTTP_ALLOWED_HOSTS syntax) plus each endpoint's
+    host:port and path (`converge up`'s sandbox lives under the API's port at
+    /sandbox: only that prefix is allowed), so configuring an endpoint is enough
+    for plugins to reach it."""
     entries = [entry for entry in allowed_hosts.split(",") if entry.strip()]
     for url in endpoints.values():
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        entries.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        entries.append(address + parts.path.rstrip("/"))
     return ",".join(entries)
+
+
+def own_ports(protected: str, *, ports: Iterable[int] = (), urls: Iterable[str] = ()) -> frozenset[int]:
+    """The ports outbound HTTP protects: CONVERGE_HTTP_PROTECTED_PORTS, the process's own
+    `ports`, and the port of each of `urls` (e.g. the engine API the worker signals)."""
+    found = set(parse_ports(protected)) | set(ports)
+    for url in urls:
+        if url:
+            parts = urlsplit(url)
+            found.add(parts.port or (443 if parts.scheme == "https" else 80))
+    return frozenset(found)
 
 
 def describe_error(error: ValidationError, settings_class: type[CommonSettings]) -> str:

@@ -9,24 +9,35 @@ CONVERGE_SANDBOX_URL, when set, instead), and its change notifications go to
 the same bus, where the observer consumes them. The sandbox's state is in
 memory: a restart empties it. Shutdown (Ctrl-C / SIGTERM): stop taking
 messages, drain in-flight work, stop the engine, close the bus, stop
-PostgreSQL.
+PostgreSQL. With CONVERGE_API_TOKENS set no demo token is generated or
+printed: the operator's tokens are the only ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import json
 import sys
 import uuid
+from pathlib import Path
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
-from services.cli.credentials import ensure_credentials
+from services.cli.credentials import FILE_NAME, Credentials, ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
-from services.engine.service import EngineService, heal_policy, quotas, template_limits, template_pool
+from services.engine.service import (
+    EngineService,
+    api_limits,
+    heal_policy,
+    quotas,
+    template_limits,
+    template_pool,
+)
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
 from services.sandbox.app import build_app as build_sandbox_app
@@ -40,7 +51,7 @@ from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
-from shared.settings import UpSettings, allow_endpoints, plugin_endpoints
+from shared.settings import UpSettings, allow_endpoints, own_ports, plugin_endpoints
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -60,9 +71,59 @@ async def open_bus(settings: UpSettings) -> Bus:
     )
 
 
+def refused_credentials(data_dir: Path, tokens: Tokens) -> Path | None:
+    """The credentials.json of an earlier run without CONVERGE_API_TOKENS, if its token is
+    not among this run's (the CLI would still find it there)."""
+    path = data_dir / FILE_NAME
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    token = stored.get("token") if isinstance(stored, dict) else None
+    return path if isinstance(token, str) and tokens.lookup(token) is None else None
+
+
+def banner(
+    api_url: str,
+    credentials: Credentials | None,
+    settings: UpSettings,
+    sandbox_url: str,
+    *,
+    refused: Path | None = None,
+) -> str:
+    """What `up` tells the user: where the API is and how to authenticate. With
+    CONVERGE_API_TOKENS set the tokens are the operator's: none is generated or printed,
+    and the CLI needs CONVERGE_TOKEN and CONVERGE_PROJECT (a credentials.json an earlier
+    run without them left holds a token this run refuses: say so)."""
+    if credentials is not None:
+        api = f"{api_url}/v1/{credentials.project_id}"
+        token = f"  Token:   {credentials.token}"
+        export = f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}"
+    else:
+        api = f"{api_url}/v1/<project>"
+        token = "  Tokens:  from CONVERGE_API_TOKENS (none is generated)"
+        export = (
+            f"  export CONVERGE_URL={api_url}   # and CONVERGE_TOKEN, CONVERGE_PROJECT: one of those tokens"
+        )
+        if refused is not None:
+            token += f"\n  Note:    the token in {refused.resolve()} is not one of them: it is refused"
+    return "\n".join(
+        [
+            "Converge is up.",
+            f"  API:     {api}",
+            token,
+            f"  Data:    {settings.data_dir.resolve()}",
+            f"  Sandbox: {sandbox_url}/v1/inventory",
+            export,
+            "Press Ctrl-C to stop.",
+        ]
+    )
+
+
 async def up(settings: UpSettings, stop: asyncio.Event) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    credentials = ensure_credentials(settings.data_dir)
+    # With CONVERGE_API_TOKENS set no demo token is made: it would not work.
+    credentials = None if settings.api_tokens else ensure_credentials(settings.data_dir)
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     types = load_types()
     registry, readiness = CollectorRegistry(), Readiness()
@@ -87,6 +148,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 heal=heal_policy(settings),
                 quotas=quotas(settings),
                 templates=templates,
+                api_limits=api_limits(settings),
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())
@@ -100,11 +162,13 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 sandbox.start(supervisor)
             sandbox_url = f"{api_url}{SANDBOX_MOUNT}"
         endpoints = plugin_endpoints(sandbox_url=sandbox_url)
+        allow = AllowList.parse(
+            allow_endpoints(settings.http_allowed_hosts, endpoints),
+            protected_ports=own_ports(settings.http_protected_ports, ports=[settings.api_port]),
+        )
         runtime = PluginRuntime(
             types=types,
-            http=HttpGateway(
-                session, AllowList.parse(allow_endpoints(settings.http_allowed_hosts, endpoints))
-            ),
+            http=HttpGateway(session, allow),
             api_url=api_url,
             endpoints=endpoints,
         )
@@ -125,9 +189,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         tokens = (
-            Tokens.parse(settings.api_tokens)
-            if settings.api_tokens
-            else Tokens({credentials.token: Principal(credentials.project_id)})
+            Tokens({credentials.token: Principal(credentials.project_id)})
+            if credentials is not None
+            else Tokens.parse(settings.api_tokens)
         )
         app = build_app(
             health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
@@ -136,16 +200,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
+        refused = refused_credentials(settings.data_dir, tokens) if credentials is None else None
         print(
-            f"Converge is up.\n"
-            f"  API:     {api_url}/v1/{credentials.project_id}\n"
-            f"  Token:   {credentials.token}\n"
-            f"  Data:    {settings.data_dir.resolve()}\n"
-            f"  Sandbox: {sandbox_url}/v1/inventory\n"
-            f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}\n"
-            f"Press Ctrl-C to stop.",
-            file=sys.stdout,
-            flush=True,
+            banner(api_url, credentials, settings, sandbox_url, refused=refused), file=sys.stdout, flush=True
         )
         log.info(
             "ready",
@@ -154,6 +211,10 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             bus="in-process" if settings.amqp_url is None else "amqp",
             sandbox=sandbox_url,
         )
+        # What start-up loaded (modules, types, the app: ~100k objects) lives as long as the
+        # process; frozen, full garbage collections stop scanning it on every pass, which
+        # kept the event loop (the API, /healthz) paused tens of milliseconds each time.
+        gc.freeze()
         await stop.wait()
         draining.set()
         log.info("draining")

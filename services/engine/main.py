@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import sys
 import uuid
 
@@ -21,7 +22,14 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
-from services.engine.service import EngineService, heal_policy, quotas, template_limits, template_pool
+from services.engine.service import (
+    EngineService,
+    api_limits,
+    heal_policy,
+    quotas,
+    template_limits,
+    template_pool,
+)
 from services.engine.store import open_database
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
@@ -65,6 +73,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             quotas=quotas(settings),
             heal=heal_policy(settings),
             templates=templates,
+            api_limits=api_limits(settings),
         )
         await engine.start()
         stack.push_async_callback(engine.stop)
@@ -83,6 +92,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         log.info(
             "ready", engine_id=str(engine.engine_id), api=f"http://{settings.api_host}:{settings.api_port}"
         )
+        gc.freeze()  # start-up's objects live as long as the process: full collections skip them
         await stop.wait()
         draining.set()
         log.info("draining")

@@ -29,7 +29,8 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from services.engine.api.deps import ApiDeps
+from services.engine.api.deps import DEFAULT_API_LIMITS, READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
+from services.engine.api.masking import SecretsCache
 from services.engine.checks import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
@@ -78,6 +79,7 @@ class EngineService:
         registry: CollectorRegistry | None = None,
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
+        api_limits: ApiLimits = DEFAULT_API_LIMITS,
         clock: Callable[[], float] = time.time,
         outbox_stale_seconds: float = 5.0,
         relay_seconds: float = 1.0,
@@ -85,6 +87,8 @@ class EngineService:
         heal: HealPolicy | None = None,
         templates: TemplateRunner = INLINE,
     ) -> None:
+        self._api_limits = api_limits
+        self._pool_size = pool.get_max_size()
         self._clock = clock
         self._stall_seconds = stall_seconds
         self._stalled = Counter(
@@ -139,9 +143,17 @@ class EngineService:
             definitions=self.definitions,
             types=self.types,
             limits=self.limits,
-            signals=Signals(store=self.store, outbox=self.outbox),
+            signals=Signals(
+                store=self.store,
+                outbox=self.outbox,
+                per_handle=self._api_limits.signals_per_handle,
+                reason_chars=self._api_limits.signal_reason_chars,
+            ),
             observing=self.observing,
             templates=self.templates,
+            api_limits=self._api_limits,
+            secrets=SecretsCache(self.queries),
+            reads=ReadSlots(max(1, min(READS_PER_PROJECT, self._pool_size // 2))),
         )
 
     def consumptions(self) -> list[Consumption]:
@@ -260,6 +272,16 @@ def quotas(settings: EngineSettings) -> Quotas:
 def heal_policy(settings: EngineSettings) -> HealPolicy:
     """How long healing waits before retrying a heal that failed."""
     return HealPolicy(first=settings.heal_retry_seconds, cap=settings.heal_retry_max_seconds)
+
+
+def api_limits(settings: EngineSettings) -> ApiLimits:
+    """What one API request may cost (signals, live streams)."""
+    return ApiLimits(
+        signal_bytes=settings.max_signal_bytes,
+        signals_per_handle=settings.max_signals_per_handle,
+        signal_reason_chars=settings.max_signal_reason_chars,
+        streams_per_token=settings.max_streams_per_token,
+    )
 
 
 def template_limits(settings: EngineSettings) -> TemplateLimits:

@@ -9,6 +9,14 @@ propagates. The same evaluation runs when a condition starts waiting
 (`condition_result`), for signals that arrived first. The condition's
 timeout is enforced by the observer watching it; whichever outcome arrives
 second is stale and ignored.
+
+Limits (what a handle's token holder, possibly a compromised server, can
+cost): the API refuses a body over `ApiLimits.signal_bytes` (413) before
+reading it; a handle keeps at most `per_handle` signals; a reason is cut to
+`reason_chars` before it is stored or shown; and once no condition waits on
+the handle and the stack's operation is over (every condition it serves has
+completed or failed), further signals are refused (409, `SignalsClosed`).
+Heat keeps accepting them, growing the handle's metadata without bound.
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ import hmac
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from services.engine.core.model import ResourceRow, StackId
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
 from services.engine.effects import Effects
 from services.engine.outbox import Outbox
 from services.engine.store import Store
@@ -32,11 +41,31 @@ from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
 HANDLE = "OS::Heat::WaitConditionHandle"
 CONDITION = "OS::Heat::WaitCondition"
-MAX_SIGNALS = 1000
+#: Operations during which a condition may still start waiting on a handle.
+WAITING_ACTIONS = frozenset({Action.CREATE, Action.UPDATE, Action.ROLLBACK, Action.ADOPT})
+#: Heat refuses signals to a resource being deleted or suspended.
+NO_SIGNAL_ACTIONS = frozenset({Action.DELETE, Action.SUSPEND})
 
 
 class SignalRefused(InvalidInput):
     """The resource does not take signals, or the signal is malformed."""
+
+
+class SignalsClosed(ConflictError):
+    """Every wait condition served by the handle has completed: nothing would read a signal."""
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters (ending "...") when longer."""
+    return text if len(text) <= limit else text[: max(0, limit - 3)] + "..."
+
+
+def signals_closed(stack: StackRow, waiting: list[ResourceRow]) -> bool:
+    """No condition waits on the handle and none can start to: the stack's operation is
+    over (or is one in which no condition starts, e.g. CHECK)."""
+    if waiting:
+        return False
+    return not (stack.status is Status.IN_PROGRESS and stack.action in WAITING_ACTIONS)
 
 
 class Unauthorized(PermanentError):
@@ -98,9 +127,13 @@ def handle_token_ok(handle: ResourceRow, token: str) -> bool:
 
 
 class Signals:
-    def __init__(self, *, store: Store, outbox: Outbox) -> None:
+    def __init__(
+        self, *, store: Store, outbox: Outbox, per_handle: int = 100, reason_chars: int = 255
+    ) -> None:
         self._store = store
         self._outbox = outbox
+        self._per_handle = per_handle
+        self._reason_chars = reason_chars
 
     async def authorizes(self, stack_id: StackId, name: str, token: str) -> bool:
         """Whether `token` is the own token of the handle `name` (a read; `signal` checks
@@ -126,10 +159,28 @@ class Signals:
                 raise SignalRefused(
                     f"Signal resource during {handle.action.value}: {handle.type} does not accept signals"
                 )
+            if handle.action in NO_SIGNAL_ACTIONS:
+                raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
+            stack = await tx.stack(stack_id)
+            assert stack is not None  # the handle's row is the stack's
+            waiting = (
+                await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id)
+                if handle.physical_id is not None
+                else []
+            )
+            if signals_closed(stack, waiting):
+                raise SignalsClosed(
+                    f"{name} accepts no more signals: no wait condition is waiting for it "
+                    f"(stack {stack.name} is {stack.action.value}_{stack.status.value})"
+                )
             signals = list(handle.attributes.get("signals") or [])
-            if len(signals) >= MAX_SIGNALS:
-                raise SignalRefused(f"{name} has received the maximum of {MAX_SIGNALS} signals")
+            if len(signals) >= self._per_handle:
+                raise SignalRefused(
+                    f"{name} has received the maximum of {self._per_handle} signals "
+                    "(CONVERGE_MAX_SIGNALS_PER_HANDLE)"
+                )
             received = normalise_signal(data, number=len(signals) + 1)
+            received = replace(received, reason=cut(received.reason, self._reason_chars))
             attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
             if not await tx.update_resource(handle, attributes=attributes):
                 raise ConflictError(f"{name} changed while signalling; retry")

@@ -30,8 +30,9 @@ async def api() -> AsyncIterator[FakeApi]:
 
 
 @pytest.fixture
-async def up(tmp_path: Path, database_url: str) -> AsyncIterator[UpApi]:
-    async with up_api(tmp_path, database_url) as client:
+async def up(tmp_path: Path, database_url: str, api: FakeApi) -> AsyncIterator[UpApi]:
+    allowed = {"CONVERGE_HTTP_ALLOWED_HOSTS": f"127.0.0.1:{api.port}"}  # the fake cloud only
+    async with up_api(tmp_path, database_url, env=allowed) as client:
         yield client
 
 

@@ -139,6 +139,11 @@ class FakeApi:
         await self._record(request)
         raise web.HTTPFound("/loop")
 
+    async def bad_port(self, request: web.Request) -> web.Response:
+        """A redirect whose Location has a port no URL can have."""
+        await self._record(request)
+        return web.Response(status=302, headers={"Location": "http://127.0.0.1:99999999/things"})
+
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/things", self.create)
@@ -152,6 +157,7 @@ class FakeApi:
         app.router.add_route("*", "/away", self.away)
         app.router.add_route("*", "/moved", self.moved)
         app.router.add_route("*", "/loop", self.loop)
+        app.router.add_route("*", "/bad-port", self.bad_port)
         return app
 
 

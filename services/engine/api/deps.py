@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+from services.engine.api.masking import SecretsCache
 from services.engine.core.model import StackId, Status
 from services.engine.definitions import DefinitionCache
 from services.engine.jobs import reference_data
@@ -26,6 +29,47 @@ from shared.plugins import ResourceType
 
 
 @dataclass(frozen=True)
+class ApiLimits:
+    """What one request may cost (CONVERGE_MAX_* settings, read once in main)."""
+
+    signal_bytes: int = 64 * 1024  # a signal's body
+    signals_per_handle: int = 100  # signals one wait-condition handle keeps
+    signal_reason_chars: int = 255  # a signal's reason, as events store it (Heat's column width)
+    streams_per_token: int = 10  # live event streams open at once per token (per engine)
+
+
+DEFAULT_API_LIMITS = ApiLimits()
+
+
+#: Resource reads of one project in progress at once (at most half the pool).
+READS_PER_PROJECT = 2
+
+
+class ReadSlots:
+    """At most `per_key` resource reads of one project in progress at once: a show, a
+    page, or a whole list (its statements and the formatting and writing of what they
+    read). One project's many or large reads queue behind each other instead of taking
+    the pool, the memory or the event loop from the other projects."""
+
+    def __init__(self, per_key: int) -> None:
+        self._per_key = per_key
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        self._users: dict[str, int] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[None]:
+        semaphore = self._slots.setdefault(key, asyncio.Semaphore(self._per_key))
+        self._users[key] = self._users.get(key, 0) + 1
+        try:
+            async with semaphore:
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:  # nobody holds or waits: forget the project
+                del self._users[key], self._slots[key]
+
+
+@dataclass(frozen=True)
 class ApiDeps:
     operations: Operations
     queries: Queries
@@ -34,8 +78,11 @@ class ApiDeps:
     types: Mapping[str, type[ResourceType]]
     signals: Signals
     observing: Observing
+    secrets: SecretsCache
+    reads: ReadSlots
     limits: TemplateLimits = DEFAULT_LIMITS
     templates: TemplateRunner = INLINE  # where request templates are parsed and evaluated
+    api_limits: ApiLimits = DEFAULT_API_LIMITS
 
     async def current_definition(self, stack: StackView) -> StackDefinition | None:
         """The stack's current definition (cached by template), or None before it has one."""

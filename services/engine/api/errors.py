@@ -28,6 +28,7 @@ _TITLES = {
     405: "Method Not Allowed",
     409: "Conflict",
     413: "Request Entity Too Large",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -38,6 +39,7 @@ _EXPLANATIONS = {
     405: "The method is not allowed for this resource.",
     409: "There was a conflict when trying to complete your request.",
     413: "The request is larger than the server is willing to process.",
+    429: "Too many requests of this kind are in progress; try again when one has finished.",
     500: "The server has either erred or is incapable of performing the requested operation.",
     503: "The server is currently unavailable. Please try again later.",
 }
@@ -61,6 +63,23 @@ def http_error(code: int, message: str, error_type: str) -> web.HTTPException:
     }
     exc_class = classes.get(code, web.HTTPBadRequest)
     return exc_class(text=json.dumps(error_body(code, message, error_type)), content_type="application/json")
+
+
+def too_large(message: str, *, limit: int, size: int) -> web.HTTPException:
+    """413 in Heat's shape: a body over a limit (refused before it is read in full)."""
+    return web.HTTPRequestEntityTooLarge(
+        max_size=limit,
+        actual_size=size,
+        text=json.dumps(error_body(413, message, "RequestEntityTooLarge")),
+        content_type="application/json",
+    )
+
+
+def too_many(message: str) -> web.HTTPException:
+    """429 in Heat's shape: a per-token limit on something held open."""
+    return web.HTTPTooManyRequests(
+        text=json.dumps(error_body(429, message, "TooManyRequests")), content_type="application/json"
+    )
 
 
 def not_found(message: str) -> web.HTTPException:

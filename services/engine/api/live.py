@@ -10,6 +10,12 @@ message; a `Last-Event-ID` header resumes where a dropped stream stopped.
 Both sit behind the auth middleware like every `/v1` route (the browser reads
 the stream with `fetch`, which can send `X-Auth-Token`).
 
+Limits: a token holds at most `ApiLimits.streams_per_token` streams open at
+once on one engine (429 beyond, counted in `StreamSlots`), and every poll
+reads at most `STREAM_BATCH` events, so replaying a long history from
+cursor 0 costs the database one events page per poll interval, never more.
+Reasons are masked with the stack's `Secrets` as everywhere else.
+
 `stack_graph` is pure: it turns the rows and the template's dependencies into
 the JSON the dashboard draws, and is unit-tested without a database.
 """
@@ -26,12 +32,14 @@ from typing import Any
 from aiohttp import web
 
 from services.engine.api.deps import ApiDeps
-from services.engine.api.errors import bad_request
+from services.engine.api.errors import bad_request, too_many
+from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.api.views import json_response, timestamp
 from services.engine.store.queries import StackView
 
-#: Events sent per poll at most; a backlog drains over the following polls.
-STREAM_BATCH = 2000
+#: Events sent per poll at most (half a normal events page); a backlog drains over the
+#: following polls, one batch per poll interval.
+STREAM_BATCH = 500
 #: Seconds between two polls of one stream: one cheap query each.
 POLL_SECONDS = 0.3
 #: Seconds of silence after which a comment keeps proxies from closing the stream.
@@ -40,9 +48,32 @@ KEEPALIVE_SECONDS = 15.0
 CLOSING = web.AppKey("streams_closing", asyncio.Event)
 
 
+class StreamSlots:
+    """Streams open per token on this engine (only counts: the tokens are the keys)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
+
+    def take(self, token: str, limit: int) -> bool:
+        if self._open.get(token, 0) >= limit:
+            return False
+        self._open[token] = self._open.get(token, 0) + 1
+        return True
+
+    def give_back(self, token: str) -> None:
+        self._open[token] -= 1
+        if not self._open[token]:
+            del self._open[token]
+
+
+SLOTS = web.AppKey("stream_slots", StreamSlots)
+
+
 def on_shutdown_close_streams(app: web.Application) -> None:
+    """Give the app its stream slots, and end open streams at once on shutdown."""
     closing = asyncio.Event()
     app[CLOSING] = closing
+    app[SLOTS] = StreamSlots()
 
     async def close(_: web.Application) -> None:
         closing.set()
@@ -106,7 +137,7 @@ def stack_graph(
     }
 
 
-def event_item(row: Mapping[str, Any]) -> dict[str, Any]:
+def event_item(row: Mapping[str, Any], secrets: Secrets = NO_SECRETS) -> dict[str, Any]:
     return {
         "seq": row["event_seq"],
         "id": str(row["event_id"]),
@@ -116,13 +147,14 @@ def event_item(row: Mapping[str, Any]) -> dict[str, Any]:
         "physical_resource_id": row["physical_resource_id"] or "",
         "resource_action": row["action"],
         "resource_status": row["status"],
-        "resource_status_reason": row["reason"],
+        "resource_status_reason": secrets.mask(row["reason"]),
     }
 
 
 async def graph(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:
     cursor, records = await deps.queries.graph_rows(stack.stack_id)
     definition = await deps.current_definition(stack)
+    secrets = await deps.secrets.for_stack(stack.stack_id)
     rows = [
         GraphRow(
             resource_id=r["resource_id"],
@@ -131,7 +163,7 @@ async def graph(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Re
             physical_id=r["physical_id"],
             action=r["action"],
             status=r["status"],
-            status_reason=r["status_reason"],
+            status_reason=secrets.mask(r["status_reason"]),
             requires=tuple(r["requires"] or ()),
             replaces=r["replaces"],
             template_id=str(r["template_id"]) if r["template_id"] else None,
@@ -149,7 +181,7 @@ async def graph(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Re
         "id": str(stack.stack_id),
         "stack_name": stack.name,
         "stack_status": f"{stack.action}_{stack.status}",
-        "stack_status_reason": stack.status_reason,
+        "stack_status_reason": secrets.mask(stack.status_reason),
     }
     body["cursor"] = cursor
     return json_response({"graph": body})
@@ -170,17 +202,27 @@ async def stream(deps: ApiDeps, request: web.Request, stack: StackView) -> web.S
     """Server-sent events until the client goes or the stack is deleted: each message is
     `event: events`, `id: <last seq>`, data {"stack": {...}, "events": [...]}."""
     cursor = _start_cursor(request)
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-store",
-            "X-Accel-Buffering": "no",
-        }
-    )
-    await response.prepare(request)
-    with contextlib.suppress(ConnectionResetError):  # the client went away: nothing more to send
-        await _pump(deps, stack, request, response, cursor, request.app[CLOSING])
-    return response
+    token = request.headers.get("X-Auth-Token", "")
+    slots, limit = request.app[SLOTS], deps.api_limits.streams_per_token
+    if not slots.take(token, limit):
+        raise too_many(
+            f"this token already has {limit} live streams open (CONVERGE_MAX_STREAMS_PER_TOKEN); "
+            "close one first"
+        )
+    try:
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionResetError):  # the client went away: nothing more to send
+            await _pump(deps, stack, request, response, cursor, request.app[CLOSING])
+        return response
+    finally:
+        slots.give_back(token)
 
 
 async def _pump(
@@ -193,6 +235,7 @@ async def _pump(
 ) -> None:
     await response.write(b"retry: 2000\n\n")
     last_state: tuple[str, str, str] | None = None
+    secrets = NO_SECRETS
     quiet = 0.0
     loop = asyncio.get_running_loop()
     while not closing.is_set():
@@ -205,12 +248,17 @@ async def _pump(
             break
         head = rows[0]
         state = (head["stack_action"], head["stack_status"], head["stack_status_reason"])
-        events = [event_item(dict(r)) for r in rows if r["event_seq"] is not None]
+        if state != last_state:  # an operation may bring a template with other hidden values
+            secrets = await deps.secrets.for_stack(stack.stack_id)
+        events = [event_item(dict(r), secrets) for r in rows if r["event_seq"] is not None]
         if events or state != last_state:
             if events:
                 cursor = events[-1]["seq"]
             data = {
-                "stack": {"stack_status": f"{state[0]}_{state[1]}", "stack_status_reason": state[2]},
+                "stack": {
+                    "stack_status": f"{state[0]}_{state[1]}",
+                    "stack_status_reason": secrets.mask(state[2]),
+                },
                 "events": events,
             }
             message = f"id: {cursor}\nevent: events\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
@@ -223,7 +271,6 @@ async def _pump(
         if head["deleted"]:
             await response.write(b"event: gone\ndata: {}\n\n")
             break
-        if len(events) < STREAM_BATCH:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(closing.wait(), POLL_SECONDS)
+        with contextlib.suppress(TimeoutError):  # a backlog too: one batch per poll interval
+            await asyncio.wait_for(closing.wait(), POLL_SECONDS)
         quiet += loop.time() - started

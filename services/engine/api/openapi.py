@@ -32,6 +32,8 @@ _ERROR_DESCRIPTIONS = {
     404: "Not found (also: another project's URL, as if nothing were there).",
     405: "The method is not allowed on this path.",
     409: "Conflict with the stack's current state (e.g. a duplicate name, or no template yet).",
+    413: "The body is larger than this operation accepts (the message names the limit).",
+    429: "Too many of these are open for this token (the message names the limit).",
 }
 #: Answers every /v1 operation may give, whatever its own.
 _V1_ERRORS = (400, 401, 404)
@@ -454,6 +456,7 @@ def _stack_paths() -> Json:
                 query=(
                     _query("after", {"type": "integer", "minimum": 0}, "Send the events after this cursor."),
                 ),
+                errors=(429,),
             )
         },
         f"{one}/abandon": {
@@ -487,6 +490,14 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
                         {"type": "integer", "minimum": 0, "maximum": 100},
                         "Also list resources of nested stacks this many levels down.",
                     ),
+                    _query(
+                        "limit",
+                        {"type": "integer", "minimum": 0, "maximum": 1000},
+                        "Converge extension: at most this many resources, in name order (all when absent).",
+                    ),
+                    _query(
+                        "marker", {"type": "string"}, "With limit: start after the resource of this name."
+                    ),
                 ),
             )
         },
@@ -497,6 +508,7 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
                 {"200": _json(_ANY_OBJECT, "Marked.")},
                 params=_RESOURCE,
                 body=_MARK_UNHEALTHY_BODY,
+                errors=(409,),
             ),
         },
         f"{resource}/metadata": get(
@@ -508,7 +520,7 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
                 {"200": {"description": "Signalled."}},
                 params=_RESOURCE,
                 body=_SIGNAL_BODY,
-                errors=(409,),
+                errors=(409, 413),
             )
         },
         f"{resource}/events": {

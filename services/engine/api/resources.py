@@ -1,6 +1,14 @@
 """Heat v1 routes under one stack: resources (list, show, metadata, signal,
 mark unhealthy) and events (per stack and per resource, paged).
 
+Reads cost what they return, not the stack's size squared: a resource is
+looked up by (stack, name); a list is read a page (`RESOURCE_PAGE` rows, an
+index range scan) at a time and streamed out, each resource's `required_by`
+coming from one pass over the stack's dependencies per request. Each read
+statement holds a connection only while it runs, and one project's reads
+hold at most `ApiDeps.reads` connections at once. Every value shown goes
+through the stack's `Secrets` (hidden parameters).
+
 A signal may come with a wait-condition handle's token instead of a project
 token; then every failure (no such resource, not a handle, wrong token) is
 the same 401, so the caller learns nothing about what exists. An event
@@ -9,23 +17,40 @@ marker is looked up among the events being listed only.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from dataclasses import replace
 from typing import Any
 
+import asyncpg
+import structlog
 from aiohttp import web
 
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
-from services.engine.api.errors import bad_request, not_found, unauthorized
-from services.engine.api.requests import query_values, read_json, storable_text
-from services.engine.api.views import HIDDEN, event_view, json_response, resource_view
+from services.engine.api.errors import bad_request, not_found, too_large, unauthorized
+from services.engine.api.masking import NO_SECRETS, Secrets
+from services.engine.api.requests import check_storable, query_values, read_json, storable_text
+from services.engine.api.views import event_view, json_response, resource_view
 from services.engine.core.model import StackId
+from services.engine.marks import mark_unhealthy as mark
 from services.engine.signals import Unauthorized
-from services.engine.store.queries import NestedStack, StackView
+from services.engine.store.queries import NestedStack, ResourceKey, StackView
+from shared.errors import ConvergeError, InvalidInput
+
+log = structlog.get_logger(__name__)
 
 MAX_EVENTS = 1000
 MAX_NESTED_DEPTH = 100
+#: The most `limit` may ask for.
+MAX_LIMIT = 1000
+#: Rows per read statement of a whole resource list.
+RESOURCE_PAGE = 500
+#: Views built and written at a time: a millisecond or two of the event loop each.
+WRITE_CHUNK = 50
+#: After the last name there is: a marker's page starts after every row with that name.
+_LAST_ID = 2**63 - 1
 
 
 def is_signal(method: str, rest: list[str]) -> bool:
@@ -53,19 +78,16 @@ async def dispatch(
         raise unauthorized(AUTH_REQUIRED)
     if len(rest) >= 2 and rest[0] == "resources":
         name, tail = rest[1], rest[2:]
-        row = await deps.queries.resource(stack.stack_id, name)
-        if row is None:
-            raise not_found(f"The Resource ({name}) could not be found.")
         if not tail and method == "GET":
-            view = resource_view(dict(row), stack, _base(request), detail=True)
-            view["properties"] = await _shown_properties(deps, stack, row["properties"])
-            return json_response({"resource": view})
+            return await show_resource(deps, request, stack, name)
         if not tail and method == "PATCH":
-            return await mark_unhealthy(deps, request, stack, row["resource_id"], name)
+            return await mark_unhealthy(deps, request, stack, name)
         if tail == ["metadata"] and method == "GET":
+            async with deps.reads.slot(stack.project_id):
+                found = await deps.queries.resource(stack.stack_id, name)
+            if found is None:
+                raise not_found(f"The Resource ({name}) could not be found.")
             return json_response({"metadata": {}})
-        if tail == ["signal"] and method == "POST":
-            return await signal(deps, request, stack, name)
         if tail and tail[0] == "events" and method == "GET":
             if len(tail) == 2:
                 return await event(deps, request, stack, tail[1])
@@ -73,29 +95,21 @@ async def dispatch(
     raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
 
 
-async def _shown_properties(deps: ApiDeps, stack: StackView, properties: Any) -> dict[str, Any]:
-    """The properties last applied (a Converge addition to Heat's shape), with every value
-    that came from a hidden parameter masked as the stack's parameters are."""
-    if not isinstance(properties, dict):
-        return {}
-    definition = await deps.current_definition(stack)
-    hidden = (
-        [definition.parameters[n] for n in definition.hidden_parameters() if n in definition.parameters]
-        if definition
-        else []
-    )
-    secrets = {str(v) for v in hidden if v not in (None, "")}
-    return {k: _masked(v, secrets) for k, v in properties.items()}
-
-
-def _masked(value: Any, secrets: set[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _masked(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v, secrets) for v in value]
-    if isinstance(value, str) and secrets and any(s in value for s in secrets):
-        return HIDDEN
-    return value
+async def show_resource(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
+    """One resource: two statements (its row by name, then who requires it), whatever the
+    stack's size. Properties (a Converge addition to Heat's shape) and attributes are
+    shown with values from hidden parameters masked."""
+    async with deps.reads.slot(stack.project_id):
+        row = await deps.queries.resource(stack.stack_id, name)
+        if row is None:
+            raise not_found(f"The Resource ({name}) could not be found.")
+        required = await deps.queries.required_by(stack.stack_id, [row["resource_id"]])
+    secrets = await deps.secrets.for_stack(stack.stack_id)
+    required_by = required.get(row["resource_id"], ())
+    view = resource_view(row, stack, _base(request), detail=True, required_by=required_by, secrets=secrets)
+    properties = row["properties"]
+    view["properties"] = secrets.mask(properties) if isinstance(properties, dict) else {}
+    return json_response({"resource": view})
 
 
 async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
@@ -110,7 +124,7 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
         raise unauthorized(AUTH_REQUIRED)
     if not storable_text(name):
         raise not_found(f"The Resource ({name}) could not be found.")
-    data = await read_json(request)
+    data = await _signal_body(request, deps.api_limits.signal_bytes)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -128,26 +142,164 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
     return web.Response(status=200)
 
 
-async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Response:
+async def _signal_body(request: web.Request, limit: int) -> Any:
+    """The signal's JSON body (None when empty), read only up to `limit` bytes: a larger
+    one is refused (413) as soon as its size is known, not after it was buffered."""
+    too_big = f"a signal body may be at most {limit} bytes (CONVERGE_MAX_SIGNAL_BYTES)"
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise too_large(f"{too_big}; this one is {declared}", limit=limit, size=declared)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_large(f"{too_big}; this one is larger", limit=limit, size=size)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return None
+    try:
+        data = json.loads(raw)
+    except RecursionError as exc:
+        raise InvalidInput("the request body is nested too deeply") from exc
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
+    check_storable(data, "")
+    return data
+
+
+async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) -> web.StreamResponse:
     """The stack's resources; with `nested_depth` N also those of its nested stacks down to
-    N levels, each naming the resource that owns its stack (`parent_resource`)."""
+    N levels, each naming the resource that owns its stack (`parent_resource`). Converge
+    extension: `limit` (and `marker`, a resource name) pages one stack's resources in
+    name order; without it every resource is listed, streamed a page at a time."""
     depth = _nested_depth(request)
+    filters: dict[str, list[str]] = {
+        "names": query_values(request, ("name",)),
+        "types": query_values(request, ("type",)),
+        "statuses": query_values(request, ("status",)),
+    }
+    limit, marker = _resource_paging(request)
+    if limit is not None and depth:
+        raise bad_request(
+            "limit and marker page one stack's resources: they cannot be used with nested_depth"
+        )
     tree = await deps.queries.stack_tree(stack.stack_id, depth) if depth else []
-    types = request.query.getall("type", [])
-    names = request.query.getall("name", [])
-    statuses = request.query.getall("status", [])
+    tree = tree or [NestedStack(stack.stack_id, stack.name, 0, None)]
+    secrets = await deps.secrets.for_stacks([n.stack_id for n in tree])
     base = _base(request)
-    views = []
-    for nested in tree or [NestedStack(stack.stack_id, stack.name, 0, None)]:
-        owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
-        for r in await deps.queries.resources(nested.stack_id):
-            if (
-                (not types or r["type"] in types)
-                and (not names or r["name"] in names)
-                and (not statuses or r["status"] in statuses or f"{r['action']}_{r['status']}" in statuses)
-            ):
-                views.append(resource_view(dict(r), owner, base, parent_resource=nested.parent_resource))
-    return json_response({"resources": views})
+    if limit is not None:
+        after = (marker, _LAST_ID) if marker is not None else None
+        async with deps.reads.slot(stack.project_id):
+            rows, edges = await _page(deps, stack.stack_id, filters, after, limit)
+        shown = secrets.get(stack.stack_id, NO_SECRETS)
+        views = [
+            resource_view(r, stack, base, required_by=edges.get(r["resource_id"], ()), secrets=shown)
+            for r in rows
+        ]
+        return json_response({"resources": views})
+    return await _stream_all(deps, request, stack, tree, filters, secrets, base)
+
+
+async def _stream_all(
+    deps: ApiDeps,
+    request: web.Request,
+    stack: StackView,
+    tree: list[NestedStack],
+    filters: dict[str, list[str]],
+    secrets: dict[uuid.UUID, Secrets],
+    base: str,
+) -> web.StreamResponse:
+    """Every resource of the tree as one JSON document, written a page at a time: memory
+    and connection use stay one page's (and one map of the stack's reverse edges),
+    whatever the stack's size. The whole list holds one of the project's read slots, and
+    writes in chunks that leave the event loop to others in between: many big lists of
+    one project queue behind each other instead of holding up the other projects."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    separator = b""
+    async with deps.reads.slot(stack.project_id):
+        for nested in tree:
+            owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
+            shown = secrets.get(nested.stack_id, NO_SECRETS)
+            after: ResourceKey | None = None
+            edges: dict[int, tuple[str, ...]] | None = None
+            while True:
+                try:
+                    if edges is None:  # every reverse edge of the stack, in one pass
+                        edges = await deps.queries.required_by(nested.stack_id)
+                    rows, _ = await _page(deps, nested.stack_id, filters, after, RESOURCE_PAGE, edges=edges)
+                except ConvergeError as exc:
+                    if not response.prepared:
+                        raise  # nothing sent yet: the error middleware answers in Heat's shape
+                    log.warning("resource_list_cut", stack_id=str(stack.stack_id), error=str(exc))
+                    response.force_close()
+                    return response
+                if not response.prepared:
+                    await response.prepare(request)
+                    await response.write(b'{"resources":[')
+                for start in range(0, len(rows), WRITE_CHUNK):
+                    text = ",".join(
+                        json.dumps(
+                            resource_view(
+                                row,
+                                owner,
+                                base,
+                                parent_resource=nested.parent_resource,
+                                required_by=edges.get(row["resource_id"], ()),
+                                secrets=shown,
+                            ),
+                            separators=(",", ":"),
+                        )
+                        for row in rows[start : start + WRITE_CHUNK]
+                    )
+                    await response.write(separator + text.encode())
+                    separator = b","
+                    await asyncio.sleep(0)  # others' turn between chunks: the loop is shared
+                if len(rows) < RESOURCE_PAGE:
+                    break
+                after = (rows[-1]["name"], rows[-1]["resource_id"])
+    if not response.prepared:
+        await response.prepare(request)
+        await response.write(b'{"resources":[')
+    await response.write(b"]}")
+    await response.write_eof()
+    return response
+
+
+async def _page(
+    deps: ApiDeps,
+    stack_id: uuid.UUID,
+    filters: dict[str, list[str]],
+    after: ResourceKey | None,
+    limit: int,
+    *,
+    edges: dict[int, tuple[str, ...]] | None = None,
+) -> tuple[list[asyncpg.Record], dict[int, tuple[str, ...]]]:
+    """One page of rows and the reverse edges of its rows: `edges` (the stack's, read
+    once) when given, else read for this page's rows."""
+    rows = await deps.queries.resources(stack_id, after=after, limit=limit, **filters)
+    if edges is None:
+        edges = await deps.queries.required_by(stack_id, [r["resource_id"] for r in rows]) if rows else {}
+    return rows, edges
+
+
+def _resource_paging(request: web.Request) -> tuple[int | None, str | None]:
+    raw = request.query.get("limit")
+    marker = request.query.get("marker")
+    if raw is None:
+        if marker is not None:
+            raise bad_request("marker pages the resources with limit: give limit too")
+        return None, None
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = -1
+    if not 0 <= limit <= MAX_LIMIT:
+        raise bad_request(f"limit must be an integer from 0 to {MAX_LIMIT}, not {raw!r}")
+    if marker is not None and not storable_text(marker):
+        raise bad_request("marker must be a resource name")
+    return limit, marker
 
 
 def _nested_depth(request: web.Request) -> int:
@@ -161,16 +313,14 @@ def _nested_depth(request: web.Request) -> int:
     return depth
 
 
-async def mark_unhealthy(
-    deps: ApiDeps, request: web.Request, stack: StackView, resource_id: int, name: str
-) -> web.Response:
+async def mark_unhealthy(deps: ApiDeps, request: web.Request, stack: StackView, name: str) -> web.Response:
     body = await read_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("mark_unhealthy"), bool):
         raise bad_request("mark_unhealthy (true or false) is required")
     reason = body.get("resource_status_reason", "")
     if not isinstance(reason, str) or len(reason) > 1000:
         raise bad_request("resource_status_reason must be a string of at most 1000 characters")
-    await deps.queries.mark_unhealthy(resource_id, unhealthy=body["mark_unhealthy"], reason=reason)
+    await mark(deps.store, StackId(stack.stack_id), name, unhealthy=body["mark_unhealthy"], reason=reason)
     return json_response({})
 
 
@@ -192,14 +342,17 @@ async def events(deps: ApiDeps, request: web.Request, stack: StackView, resource
         marker=marker,
         sort_dir=sort_dir,
     )
+    secrets = await deps.secrets.for_stacks(list({r["stack_id"] for r in rows}))
     base = _base(request)
     views = []
     for r in rows:
         nested = stacks.get(r["stack_id"])
+        shown = secrets.get(r["stack_id"], NO_SECRETS)
         if nested is None or nested.depth == 0:
-            views.append(event_view(dict(r), stack, base))
+            views.append(event_view(dict(r), stack, base, secrets=shown))
         else:  # an event of a nested stack: its links point there, and it names the root
-            view = event_view(dict(r), replace(stack, stack_id=nested.stack_id, name=nested.name), base)
+            owner = replace(stack, stack_id=nested.stack_id, name=nested.name)
+            view = event_view(dict(r), owner, base, secrets=shown)
             view["root_stack_id"] = str(stack.stack_id)
             views.append(view)
     return json_response({"events": views})
@@ -212,4 +365,5 @@ async def event(deps: ApiDeps, request: web.Request, stack: StackView, event_id:
         row = None
     if row is None:
         raise not_found(f"The Event ({event_id}) could not be found.")
-    return json_response({"event": event_view(dict(row), stack, _base(request))})
+    secrets = await deps.secrets.for_stack(stack.stack_id)
+    return json_response({"event": event_view(dict(row), stack, _base(request), secrets=secrets)})

@@ -25,6 +25,7 @@ from services.engine.api import resources as resource_routes
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
+from services.engine.api.masking import NO_SECRETS
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
 from services.engine.api.views import json_response, output_view, stack_detail, stack_path, stack_summary
 from services.engine.core.model import Action, StackId, StackRow
@@ -88,7 +89,8 @@ class StackRoutes:
             )
         )
         base = base_url(request)
-        views = [stack_summary(s, base) for s in stacks]
+        secrets = await self._d.secrets.for_stacks([s.stack_id for s in stacks])
+        views = [stack_summary(s, base, secrets=secrets.get(s.stack_id, NO_SECRETS)) for s in stacks]
         if q.get("with_resource_counts", "").lower() == "true":  # a Converge extension (the dashboard)
             counts = await self._d.queries.resource_counts([s.stack_id for s in stacks])
             for view, s in zip(views, stacks, strict=True):
@@ -217,7 +219,7 @@ class StackRoutes:
         if head == "actions" and method == "POST" and len(rest) == 1:
             return await self.action(request, stack)
         if head == "observation" and method == "GET" and len(rest) == 1:
-            return json_response({"observation": await self._d.observing.view(StackId(stack.stack_id))})
+            return await self.observation(stack)
         if head == "graph" and method == "GET" and len(rest) == 1:
             return await live.graph(self._d, request, stack)
         if head == "stream" and method == "GET" and len(rest) == 1:
@@ -237,8 +239,20 @@ class StackRoutes:
             parameters=definition.parameters if definition else {},
             hidden=definition.hidden_parameters() if definition else frozenset(),
             outputs=outputs,
+            secrets=await self._d.secrets.for_stack(stack.stack_id),
         )
         return json_response({"stack": view})
+
+    async def observation(self, stack: StackView) -> web.Response:
+        """The observation, drift values from hidden parameters masked (the expected value
+        is what Converge applied, often straight from a parameter)."""
+        view = await self._d.observing.view(StackId(stack.stack_id))
+        secrets = await self._d.secrets.for_stack(stack.stack_id)
+        view["drifted"] = [
+            {**d, "reason": secrets.mask(d["reason"]), "differences": secrets.mask(d["differences"])}
+            for d in view["drifted"]
+        ]
+        return json_response({"observation": view})
 
     async def update(self, request: web.Request, stack: StackView) -> web.Response:
         body = await parse_body(request, StackBody)
@@ -269,8 +283,12 @@ class StackRoutes:
     async def stored(self, request: web.Request, stack: StackView, what: str) -> web.Response:
         goal = await self._current_goal(stack)
         value: Any = {"template": goal.template, "environment": goal.environment, "files": goal.files}[what]
-        if what == "environment":
+        if what == "environment":  # hidden parameters' values masked, as Heat does
             value = {"parameters": {}, "parameter_defaults": {}, "resource_registry": {}, **dict(value)}
+            secrets = await self._d.secrets.for_stack(stack.stack_id)
+            for section in ("parameters", "parameter_defaults"):
+                if isinstance(value[section], dict):
+                    value[section] = secrets.parameters(value[section])
         return json_response(value)
 
     async def outputs(self, request: web.Request, stack: StackView, key: str | None) -> web.Response:

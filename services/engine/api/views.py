@@ -5,26 +5,33 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from aiohttp import web
 
+from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.store.queries import StackView
 from services.engine.template import OutputValue
 
-HIDDEN = "******"
-
 
 def timestamp(value: datetime | None) -> str | None:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+    """UTC, to the second, as Heat shows it ("2026-11-21T16:50:15Z"). isoformat, not
+    strftime: a list of 100,000 resources formats 200,000 of these."""
+    if value is None:
+        return None
+    if value.utcoffset():  # the database answers in UTC; anything else is converted
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="seconds")[:19] + "Z"
 
 
 def stack_path(base: str, name: str, stack_id: uuid.UUID | str) -> str:
     return f"{base}/stacks/{name}/{stack_id}"
 
 
-def stack_summary(stack: StackView, base: str) -> dict[str, Any]:
+def stack_summary(stack: StackView, base: str, *, secrets: Secrets = NO_SECRETS) -> dict[str, Any]:
     return {
         "id": str(stack.stack_id),
         "stack_name": stack.name,
@@ -33,7 +40,7 @@ def stack_summary(stack: StackView, base: str) -> dict[str, Any]:
         "updated_time": timestamp(stack.updated_at),
         "deletion_time": timestamp(stack.deleted_at),
         "stack_status": f"{stack.action}_{stack.status}",
-        "stack_status_reason": stack.status_reason,
+        "stack_status_reason": secrets.mask(stack.status_reason),
         "stack_owner": None,
         "parent": str(stack.owner_stack_id) if stack.owner_stack_id is not None else None,
         "project": stack.project_id,
@@ -59,8 +66,11 @@ def stack_detail(
     parameters: Mapping[str, Any],
     hidden: frozenset[str],
     outputs: Mapping[str, OutputValue] | None,
+    secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
-    shown = {k: (HIDDEN if k in hidden else _param_text(v)) for k, v in parameters.items()}
+    """Parameters named `hidden` (the current template's) are masked; outputs are shown as
+    the template author wrote them (Heat does not mask them either)."""
+    shown = replace(secrets, names=hidden).parameters({k: _param_text(v) for k, v in parameters.items()})
     shown.update(
         {
             "OS::stack_id": str(stack.stack_id),
@@ -69,7 +79,7 @@ def stack_detail(
         }
     )
     return {
-        **stack_summary(stack, base),
+        **stack_summary(stack, base, secrets=secrets),
         "description": description,
         "template_description": description,
         "parameters": shown,
@@ -91,15 +101,18 @@ def _param_text(value: Any) -> Any:
 
 
 def resource_view(
-    row: Mapping[str, Any],
+    row: Mapping[str, Any] | asyncpg.Record,
     stack: StackView,
     base: str,
     *,
     detail: bool = False,
     parent_resource: str | None = None,
+    required_by: Sequence[str] | None = None,
+    secrets: Secrets = NO_SECRETS,
 ) -> dict[str, Any]:
     """`stack` is the resource's own stack; `parent_resource` names the resource of the
-    parent stack that owns it (a resource of a nested stack, listed with nested_depth)."""
+    parent stack that owns it (a resource of a nested stack, listed with nested_depth);
+    `secrets` masks what may hold a hidden parameter's value (reason, attributes)."""
     stack_url = stack_path(base, stack.name, stack.stack_id)
     view: dict[str, Any] = {
         "resource_name": row["name"],
@@ -107,10 +120,10 @@ def resource_view(
         "physical_resource_id": row["physical_id"] or "",
         "resource_type": row["type"],
         "resource_status": f"{row['action']}_{row['status']}",
-        "resource_status_reason": row["status_reason"],
+        "resource_status_reason": secrets.mask(row["status_reason"]),
         "creation_time": timestamp(row["created_at"]),
         "updated_time": timestamp(row["updated_at"]),
-        "required_by": list(row.get("required_by") or []),
+        "required_by": list(required_by if required_by is not None else row.get("required_by") or []),
         "links": [
             {"href": f"{stack_url}/resources/{row['name']}", "rel": "self"},
             {"href": stack_url, "rel": "stack"},
@@ -122,12 +135,14 @@ def resource_view(
     if parent_resource is not None:
         view["parent_resource"] = parent_resource
     if detail:
-        view["attributes"] = dict(row["attributes"] or {})
+        view["attributes"] = secrets.mask(dict(row["attributes"] or {}))
         view["description"] = ""
     return view
 
 
-def event_view(row: Mapping[str, Any], stack: StackView, base: str) -> dict[str, Any]:
+def event_view(
+    row: Mapping[str, Any], stack: StackView, base: str, *, secrets: Secrets = NO_SECRETS
+) -> dict[str, Any]:
     stack_url = stack_path(base, stack.name, stack.stack_id)
     resource_url = f"{stack_url}/resources/{row['resource_name']}"
     return {
@@ -137,7 +152,7 @@ def event_view(row: Mapping[str, Any], stack: StackView, base: str) -> dict[str,
         "logical_resource_id": row["resource_name"],
         "physical_resource_id": row["physical_resource_id"] or "",
         "resource_status": f"{row['action']}_{row['status']}",
-        "resource_status_reason": row["reason"],
+        "resource_status_reason": secrets.mask(row["reason"]),
         "resource_type": row["resource_type"],
         "links": [
             {"href": f"{resource_url}/events/{row['event_id']}", "rel": "self"},

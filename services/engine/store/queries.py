@@ -75,6 +75,22 @@ _STACK = """stack_id, project_id, name, action, status, status_reason, current_t
     owner_stack_id"""
 
 
+#: What the resource views show of a row (no properties, attributes or job columns).
+_RESOURCE_VIEW = """r.resource_id, r.name, r.type, r.physical_id, r.action, r.status, r.status_reason,
+    r.created_at, r.updated_at"""
+
+#: Where a page of resources ends: (name, resource_id) of its last row.
+ResourceKey = tuple[str, int]
+
+#: Rows per round trip when a whole stack's reverse dependencies are read.
+REVERSE_CHUNK = 2000
+_REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
+    FROM (SELECT d.name, unnest(d.requires) AS req FROM resources d
+          WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
+    WHERE $2::bigint[] IS NULL OR x.req = ANY($2::bigint[])
+    GROUP BY x.req"""
+
+
 def _stack(r: asyncpg.Record) -> StackView:
     return StackView(**{**dict(r), "tags": tuple(r["tags"] or ())})
 
@@ -151,6 +167,40 @@ class Queries:
         )
         return [NestedStack(r["stack_id"], r["name"], r["depth"], r["parent_resource"]) for r in rows]
 
+    async def secret_templates(self, stack_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+        """For each stack, the current and previous template ids of it and of its ancestors
+        (whose hidden values may have been passed down to it)."""
+        rows = await self._pool.fetch(
+            """WITH RECURSIVE up(origin, stack_id, owner, depth) AS (
+                   SELECT stack_id, stack_id, owner_stack_id, 0 FROM stacks WHERE stack_id = ANY($1::uuid[])
+                   UNION ALL
+                   SELECT up.origin, p.stack_id, p.owner_stack_id, up.depth + 1
+                   FROM up JOIN stacks p ON p.stack_id = up.owner WHERE up.depth < 100
+               )
+               SELECT up.origin, t.template_id
+               FROM up JOIN stacks s ON s.stack_id = up.stack_id,
+                    unnest(ARRAY[s.current_template_id, s.previous_template_id]) AS t(template_id)
+               WHERE t.template_id IS NOT NULL""",
+            list(stack_ids),
+        )
+        found: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for r in rows:
+            found.setdefault(r["origin"], []).append(r["template_id"])
+        return found
+
+    async def secret_inputs(self, template_ids: Sequence[uuid.UUID]) -> list[asyncpg.Record]:
+        """What masking needs of each template: the declared parameters and the values
+        given for them (never the resources, however large the template)."""
+        return list(
+            await self._pool.fetch(
+                """SELECT template_id, template -> 'parameters' AS declared, parameters AS given,
+                          environment -> 'parameters' AS env_parameters,
+                          environment -> 'parameter_defaults' AS env_defaults
+                   FROM templates WHERE template_id = ANY($1::uuid[])""",
+                list(template_ids),
+            )
+        )
+
     async def template(self, template_id: uuid.UUID) -> TemplateRecord | None:
         r = await self._pool.fetchrow(
             """SELECT template_id, template, environment, files, parameters
@@ -161,43 +211,80 @@ class Queries:
             return None
         return TemplateRecord(r["template_id"], r["template"], r["environment"], r["files"], r["parameters"])
 
-    async def resources(self, stack_id: uuid.UUID) -> list[asyncpg.Record]:
-        """The current row of every resource (a replacement hides what it replaces), with
-        the live nested stack it owns, if any (`nested_stack_id`, `nested_stack_name`)."""
+    async def resources(
+        self,
+        stack_id: uuid.UUID,
+        *,
+        names: Sequence[str] = (),
+        types: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+        after: ResourceKey | None = None,
+        limit: int = 1000,
+    ) -> list[asyncpg.Record]:
+        """One page of the stack's current rows (a replacement hides what it replaces), in
+        (name, resource_id) order after `after`, with the live nested stack each owns, if
+        any (`nested_stack_id`, `nested_stack_name`). An index range scan of
+        resources_stack_name: the cost is the page's, whatever the stack's size.
+        `statuses` match "COMPLETE" or "CREATE_COMPLETE"."""
+        clauses = ["r.stack_id = $1", "r.replaced_by IS NULL"]
+        args: list[Any] = [stack_id]
+        for values, expr in (
+            (names, "r.name = ANY(${})"),
+            (types, "r.type = ANY(${})"),
+            (statuses, "(r.status = ANY(${0}) OR (r.action || '_' || r.status) = ANY(${0}))"),
+        ):
+            if values:
+                args.append(list(values))
+                clauses.append(expr.format(len(args)))
+        if after is not None:
+            args.extend(after)
+            clauses.append(f"(r.name, r.resource_id) > (${len(args) - 1}, ${len(args)})")
+        args.append(limit)
         return list(
             await self._pool.fetch(
-                """SELECT r.*, ARRAY(SELECT d.name FROM resources d
-                                 WHERE d.stack_id = r.stack_id AND r.resource_id = ANY(d.requires)
-                                   AND d.replaced_by IS NULL ORDER BY d.name) AS required_by,
-                          c.stack_id AS nested_stack_id, c.name AS nested_stack_name
-               FROM resources r
-               LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
-                                 AND c.deleted_at IS NULL
-               WHERE r.stack_id = $1 AND r.replaced_by IS NULL ORDER BY r.resource_id""",
-                stack_id,
+                f"""SELECT {_RESOURCE_VIEW}, c.stack_id AS nested_stack_id, c.name AS nested_stack_name
+                    FROM resources r
+                    LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
+                                      AND c.deleted_at IS NULL
+                    WHERE {" AND ".join(clauses)}
+                    ORDER BY r.name, r.resource_id LIMIT ${len(args)}""",
+                *args,
             )
         )
 
-    async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
-        rows = [r for r in await self.resources(stack_id) if r["name"] == name]
-        return rows[0] if rows else None
+    async def required_by(
+        self, stack_id: uuid.UUID, resource_ids: Sequence[int] | None = None
+    ) -> dict[int, tuple[str, ...]]:
+        """Reverse dependencies: resource_id -> names of the current rows that require it
+        (sorted), for `resource_ids` or (None) every row of the stack. One statement, one
+        pass over the stack's rows however many ids are asked for; for the whole stack
+        it is read through a cursor, `REVERSE_CHUNK` rows at a time, so a large stack's
+        map is built without holding the event loop or a list of every row."""
+        if resource_ids is not None:
+            rows = await self._pool.fetch(_REQUIRED_BY, stack_id, list(resource_ids))
+            return {r["req"]: tuple(sorted(r["names"])) for r in rows}
+        # Tuples of text: the garbage collector soon stops tracking them, however long a
+        # list request holds the map.
+        found: dict[int, tuple[str, ...]] = {}
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            async for r in conn.cursor(_REQUIRED_BY, stack_id, None, prefetch=REVERSE_CHUNK):
+                found[r["req"]] = tuple(sorted(r["names"]))
+        return found
 
-    async def mark_unhealthy(self, resource_id: int, *, unhealthy: bool, reason: str) -> None:
-        if unhealthy:
-            await self._pool.execute(
-                """UPDATE resources SET action = 'CHECK', status = 'FAILED', status_reason = $2,
-                       version = version + 1, updated_at = now() WHERE resource_id = $1""",
-                resource_id,
-                reason,
-            )
-        else:
-            await self._pool.execute(
-                """UPDATE resources SET action = 'CHECK', status = 'COMPLETE', status_reason = $2,
-                       version = version + 1, updated_at = now()
-                   WHERE resource_id = $1 AND action = 'CHECK' AND status = 'FAILED'""",
-                resource_id,
-                reason,
-            )
+    async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
+        """The current row named `name` (index resources_stack_name), as `resources` shows
+        it plus its properties and attributes; its `required_by` is a second statement."""
+        return await self._pool.fetchrow(
+            f"""SELECT {_RESOURCE_VIEW}, r.properties, r.attributes,
+                       c.stack_id AS nested_stack_id, c.name AS nested_stack_name
+                FROM resources r
+                LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
+                                  AND c.deleted_at IS NULL
+                WHERE r.stack_id = $1 AND r.name = $2 AND r.replaced_by IS NULL
+                ORDER BY r.resource_id LIMIT 1""",
+            stack_id,
+            name,
+        )
 
     async def events(
         self,

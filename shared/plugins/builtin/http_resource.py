@@ -7,6 +7,8 @@ Where it sits: run by the worker (create/update/delete) and the observer
 - create: POST `url` with `body` and an `Idempotency-Key` header (the
   action's key, so a redelivered create is recognisable server-side); the
   item's id is `id_field` of the response (dots reach into nested objects);
+  `url` may carry a query string but no fragment or user information, and
+  `{url}/{id}` below adds the id as a path segment (before any query);
 - update: PUT `{url}/{id}` with the whole body, or PATCH with a JSON merge
   patch of what changed; a change to a `replace_on_change` body key, `url` or
   `id_field` means replacement instead; 404/410 mean the item is gone
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Literal
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import field_validator
 
@@ -83,9 +85,17 @@ class HttpResourceProperties(Properties):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
+        try:
+            parts = urlsplit(value)
+            _ = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a URL: {exc}") from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if "@" in parts.netloc:
+            raise ValueError("must not contain user information (user:password@)")
+        if "#" in value:
+            raise ValueError("must not contain a fragment (#...)")
         return value
 
 
@@ -99,7 +109,11 @@ def dig(data: Any, path: str) -> Any:
 
 
 def item_url(props: HttpResourceProperties, item_id: str) -> str:
-    return f"{props.url.rstrip('/')}/{quote(item_id, safe='')}"
+    """`{url}/{id}`: the id (quoted) becomes one more path segment; a query string of
+    `url` stays a query string, so nothing in `url` can swallow the id."""
+    parts = urlsplit(props.url)
+    path = f"{parts.path.rstrip('/')}/{quote(item_id, safe='')}"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,53 @@ def test_malformed_allow_list_entry_is_a_config_error(bad: str) -> None:
         AllowList.parse(bad)
 
 
+def test_a_bare_host_never_admits_a_protected_port_but_an_exact_entry_does() -> None:
+    allow = AllowList.parse("127.0.0.1,localhost,127.0.0.1:8006", protected_ports={8004, 8005, 8006})
+    assert allow.allows("127.0.0.1", 9000)
+    assert not allow.allows("127.0.0.1", 8004), "Converge's API port"
+    assert not allow.allows("localhost", 8005), "a worker's admin port, by any name"
+    assert allow.allows("127.0.0.1", 8006), "named as host:port: the operator means it"
+    assert not allow.allows("localhost", 8006), "only that host"
+
+
+def test_a_path_entry_admits_only_paths_under_its_prefix() -> None:
+    allow = AllowList.parse("127.0.0.1:8004/sandbox/", protected_ports={8004})
+    assert allow.rules == {HostRule("127.0.0.1", 8004, "/sandbox")}
+    check_url(allow, "http://127.0.0.1:8004/sandbox/v1/things?x=1")
+    check_url(allow, "http://127.0.0.1:8004/sandbox")
+    for escape in (
+        "/v1/alpha/stacks",
+        "/sandboxes",
+        "/sandbox/../v1/alpha/stacks",
+        "/sandbox/%2e%2E/v1",
+        "/sandbox/..%2Fv1",
+        "/sandbox/.",
+        "/admin/pause",
+    ):
+        with pytest.raises(PermanentError, match="not allowed"):
+            check_url(allow, f"http://127.0.0.1:8004{escape}")
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:9000/admin/pause#", "fragment"),
+        ("http://127.0.0.1:9000/things#/it-1", "fragment"),
+        ("http://user:pw@127.0.0.1:9000/things", "user information"),
+        ("http://127.0.0.1:9000@10.255.255.1/", "user information"),
+    ],
+)
+def test_urls_with_a_fragment_or_user_information_are_refused(url: str, problem: str) -> None:
+    with pytest.raises(PermanentError, match=problem):
+        check_url(AllowList.parse("127.0.0.1:9000,10.255.255.1"), url)
+
+
+@pytest.mark.parametrize("bad", ["a.example/x", "host:port/x"])
+def test_a_path_entry_needs_a_port(bad: str) -> None:
+    with pytest.raises(ConfigError, match="CONVERGE_HTTP_ALLOWED_HOSTS"):
+        AllowList.parse(bad)
+
+
 def test_check_url_uses_the_scheme_default_port() -> None:
     allow = AllowList.parse("a.example:443")
     check_url(allow, "https://a.example/x")
@@ -125,6 +172,14 @@ async def test_redirect_loops_are_bounded(api: FakeApi) -> None:
         with pytest.raises(PermanentError, match="more than 3 redirects"):
             await gateway.request("GET", f"{api.base}/loop")
     assert len(api.seen) == 4
+
+
+async def test_a_redirect_with_an_unreadable_port_is_a_permanent_error_naming_it(
+    gateway: HttpGateway, api: FakeApi
+) -> None:
+    with pytest.raises(PermanentError, match=r"invalid redirect URL .*99999999.*out of range"):
+        await gateway.request("POST", f"{api.base}/bad-port", json={})
+    assert [s.path for s in api.seen] == ["/bad-port"]
 
 
 async def test_connection_refused_is_transient() -> None:

@@ -10,7 +10,7 @@ import pytest
 from shared.errors import PermanentError, TransientError
 from shared.http_client import HttpGateway
 from shared.plugins import ActionContext, ObservedState, Outcome, ReplacementNeeded, ResourceGone
-from shared.plugins.builtin.http_resource import HttpResource, HttpResourceProperties
+from shared.plugins.builtin.http_resource import HttpResource, HttpResourceProperties, item_url
 from tests.support.fake_rest_api import FakeApi
 from tests.unit.plugins.plugin_fakes import CtxFactory
 
@@ -188,3 +188,21 @@ async def test_without_an_http_client_the_type_refuses_clearly(make_ctx: CtxFact
 def test_url_must_be_http() -> None:
     with pytest.raises(ValueError, match="http"):
         HttpResourceProperties(url="file:///etc/passwd")
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:9000/admin/pause#", "fragment"),
+        ("http://me:pw@127.0.0.1:9000/things", "user information"),
+        ("http://127.0.0.1:notaport/things", "not a URL"),
+    ],
+)
+def test_url_may_not_carry_a_fragment_or_user_information(url: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        HttpResourceProperties(url=url)
+
+
+def test_the_item_url_adds_the_id_as_a_path_segment_before_any_query() -> None:
+    mine = HttpResourceProperties(url="http://127.0.0.1:9000/things/?tenant=a")
+    assert item_url(mine, "it/1") == "http://127.0.0.1:9000/things/it%2F1?tenant=a"

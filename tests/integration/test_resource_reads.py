@@ -1,0 +1,154 @@
+"""Resource reads cost what they return (H2): one resource is found by (stack, name), a
+page of a list reads its rows and no more, and no statement runs a subquery per row.
+
+Real: PostgreSQL with Converge's schema and a stack of a few thousand rows written
+with SQL. `Queries` runs on a real pool; the statements it sends are recorded (a thin
+wrapper at our seam, delegating every call) and explained by PostgreSQL itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.engine.store import connect
+from services.engine.store.migrate import migrate
+from services.engine.store.queries import Queries
+
+pytestmark = pytest.mark.integration
+
+ROWS = 3000
+WIDTH = 100
+
+
+class RecordingPool:
+    """Delegates to a real pool, keeping each statement and its arguments (also those
+    read through a cursor on a connection it hands out)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.statements: list[tuple[str, tuple[Any, ...]]] = []
+
+    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        self.statements.append((sql, args))
+        return list(await self.pool.fetch(sql, *args))
+
+    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        self.statements.append((sql, args))
+        return await self.pool.fetchrow(sql, *args)
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[RecordingConnection]:
+        async with self.pool.acquire() as conn:
+            yield RecordingConnection(conn, self.statements)
+
+
+class RecordingConnection:
+    def __init__(self, conn: Any, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        self._conn = conn
+        self._statements = statements
+
+    def transaction(self, **kwargs: Any) -> Any:
+        return self._conn.transaction(**kwargs)
+
+    def cursor(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._statements.append((sql, args))
+        return self._conn.cursor(sql, *args, **kwargs)
+
+
+@pytest.fixture
+async def stack(database_url: str) -> AsyncIterator[tuple[RecordingPool, uuid.UUID]]:
+    """A stack of ROWS resources in layers of WIDTH, each requiring two of the layer before."""
+    pool = await connect(database_url, size=2)
+    try:
+        async with pool.acquire() as conn:
+            await migrate(conn)
+            stack_id = uuid.uuid4()
+            await conn.execute(
+                "INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id) "
+                "VALUES ($1, 'p', 'big', 'CREATE', 'COMPLETE', $1)",
+                stack_id,
+            )
+            await conn.execute(
+                """INSERT INTO resources (stack_id, name, type, physical_id, action, status)
+                   SELECT $1, 'r' || i, 'OS::Heat::None', 'p-' || i, 'CREATE', 'COMPLETE'
+                   FROM generate_series(0, $2 - 1) i""",
+                stack_id,
+                ROWS,
+            )
+            await conn.execute(
+                """UPDATE resources r SET requires = ARRAY[a.resource_id, b.resource_id]
+                   FROM resources a, resources b
+                   WHERE r.stack_id = $1 AND a.stack_id = $1 AND b.stack_id = $1
+                     AND a.name = 'r' || (substr(r.name, 2)::int - $2)
+                     AND b.name = 'r' || (substr(r.name, 2)::int - $2 + 1)""",
+                stack_id,
+                WIDTH,
+            )
+            await conn.execute("ANALYZE resources")
+        yield RecordingPool(pool), stack_id
+    finally:
+        await pool.close()
+
+
+async def plan(pool: RecordingPool, sql: str, args: tuple[Any, ...]) -> dict[str, Any]:
+    raw = await pool.pool.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *args)
+    found: dict[str, Any] = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return found
+
+
+def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(n for child in node.get("Plans", []) for n in nodes(child))]
+
+
+def scanned(node: dict[str, Any]) -> int:
+    """Rows the plan's scans of `resources` produced (per loop, times loops)."""
+    return sum(
+        int(n["Actual Rows"] * n["Actual Loops"])
+        for n in nodes(node)
+        if n.get("Relation Name") == "resources"
+    )
+
+
+async def test_showing_one_resource_reads_its_row_by_name_and_no_subquery_per_row(
+    stack: tuple[RecordingPool, uuid.UUID],
+) -> None:
+    pool, stack_id = stack
+    queries = Queries(pool)  # type: ignore[arg-type]  # the recording wrapper at our seam
+    row = await queries.resource(stack_id, "r1500")
+    assert row is not None
+    edges = await queries.required_by(stack_id, [row["resource_id"]])
+    assert edges == {row["resource_id"]: ("r1599", "r1600")}
+    assert len(pool.statements) == 2, "two statements, whatever the stack's size"
+    lookup = await plan(pool, *pool.statements[0])
+    assert not any(n.get("Parent Relationship") == "SubPlan" for n in nodes(lookup))
+    assert any(n.get("Index Name") == "resources_stack_name" for n in nodes(lookup))
+    assert scanned(lookup) == 1, "one row read to find one resource"
+    reverse = await plan(pool, *pool.statements[1])
+    assert not any(n.get("Parent Relationship") == "SubPlan" for n in nodes(reverse))
+    assert scanned(reverse) <= ROWS, "one pass over the stack's rows at most"
+
+
+async def test_a_page_of_the_list_reads_that_page_and_one_pass_gives_every_required_by(
+    stack: tuple[RecordingPool, uuid.UUID],
+) -> None:
+    pool, stack_id = stack
+    queries = Queries(pool)  # type: ignore[arg-type]
+    page = await queries.resources(stack_id, after=("r1500", 0), limit=100)
+    assert [r["name"] for r in page][:2] == ["r1500", "r1501"]
+    edges = await queries.required_by(stack_id)
+    assert len(edges) == ROWS - WIDTH + 1, "every row but the last layer is required by something"
+    assert edges[page[0]["resource_id"]] == ("r1599", "r1600")
+    assert len(pool.statements) == 2
+    listing = await plan(pool, *pool.statements[0])
+    reverse = await plan(pool, *pool.statements[1])
+    for explained in (listing, reverse):
+        assert not any(n.get("Parent Relationship") == "SubPlan" for n in nodes(explained))
+    assert scanned(listing) < 2 * 100, "a page reads about its rows, not the stack's"
+    assert scanned(reverse) <= ROWS, "one pass over the stack's rows"
