@@ -175,6 +175,27 @@ class EngineSettings(CommonSettings):
         description="How deep stacks may nest (a top-level stack's children are depth 1); "
         "stops a template resource that contains itself. Same on every engine; Heat's default.",
     )
+    max_document_depth: int = Field(
+        100,
+        ge=10,
+        le=1000,
+        description="How deeply maps and lists may nest in one template, environment or file "
+        "(and in a request's JSON body); real templates rarely go past 15.",
+    )
+    max_yaml_nodes: int = Field(
+        1_000_000,
+        ge=1000,
+        le=100_000_000,
+        description="Scalars and collections one YAML document may hold once its aliases are "
+        "counted as what they repeat; a 1 MiB document without aliases has fewer, so this only "
+        "refuses alias bombs.",
+    )
+    max_yaml_aliases: int = Field(
+        10_000,
+        ge=0,
+        le=1_000_000,
+        description="Alias uses (*name) one YAML document may hold.",
+    )
     max_evaluation_bytes: int = Field(
         16 * 1024 * 1024,
         ge=64 * 1024,

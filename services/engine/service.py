@@ -291,6 +291,9 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
         max_template_bytes=settings.max_template_bytes,
         max_resources=settings.max_resources_per_stack,
         max_nested_depth=settings.max_nested_depth,
+        max_depth=settings.max_document_depth,
+        max_yaml_nodes=settings.max_yaml_nodes,
+        max_yaml_aliases=settings.max_yaml_aliases,
         max_evaluation_bytes=settings.max_evaluation_bytes,
         max_evaluation_items=settings.max_evaluation_items,
     )

@@ -64,6 +64,9 @@ SETTINGS = {
     "max_template_bytes": "CONVERGE_MAX_TEMPLATE_BYTES",
     "max_resources": "CONVERGE_MAX_RESOURCES_PER_STACK",
     "max_nested_depth": "CONVERGE_MAX_NESTED_DEPTH",
+    "max_depth": "CONVERGE_MAX_DOCUMENT_DEPTH",
+    "max_yaml_nodes": "CONVERGE_MAX_YAML_NODES",
+    "max_yaml_aliases": "CONVERGE_MAX_YAML_ALIASES",
     "max_evaluation_bytes": "CONVERGE_MAX_EVALUATION_BYTES",
     "max_evaluation_items": "CONVERGE_MAX_EVALUATION_ITEMS",
 }

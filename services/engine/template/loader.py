@@ -140,7 +140,7 @@ def _parse_yaml(text: str, limits: TemplateLimits, budget: Budget, what: str) ->
                 if tag is not None and tag not in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "!"):
                     raise DocumentError(f"unsupported YAML tag {tag}")
                 if len(stack) >= limits.max_depth:
-                    raise DocumentError(f"document is nested deeper than {limits.max_depth} levels")
+                    raise DocumentError(_too_deep(limits))
                 if event.anchor is not None:
                     anchors[event.anchor] = None  # open: an alias to it is recursive
                 total += 1
@@ -164,7 +164,10 @@ def _parse_yaml(text: str, limits: TemplateLimits, budget: Budget, what: str) ->
             elif kind is AliasEvent:
                 aliases += 1
                 if aliases > limits.max_yaml_aliases:
-                    raise DocumentError(f"too many YAML aliases (more than {limits.max_yaml_aliases})")
+                    raise DocumentError(
+                        f"too many YAML aliases (more than {limits.max_yaml_aliases}; "
+                        "raise it with CONVERGE_MAX_YAML_ALIASES)"
+                    )
                 if event.anchor not in anchors:
                     raise DocumentError(f"undefined YAML alias *{event.anchor}")
                 found = anchors[event.anchor]
@@ -236,7 +239,17 @@ def _add(parent: _Open, value: Any, merge: bool) -> None:
 
 
 def _too_many(limits: TemplateLimits) -> str:
-    return f"document expands to more than {limits.max_yaml_nodes} nodes (YAML aliases)"
+    return (
+        f"document expands to more than {limits.max_yaml_nodes} nodes (YAML aliases; "
+        "raise it with CONVERGE_MAX_YAML_NODES)"
+    )
+
+
+def _too_deep(limits: TemplateLimits) -> str:
+    return (
+        f"document is nested deeper than {limits.max_depth} levels "
+        "(raise it with CONVERGE_MAX_DOCUMENT_DEPTH)"
+    )
 
 
 class _Meter:
@@ -261,7 +274,7 @@ def _normalise(value: Any, limits: TemplateLimits, depth: int, meter: _Meter | N
     """Return `value` as JSON-like data: str keys, no bytes/sets/dates; with a
     `meter`, count its size as compact JSON as it is copied."""
     if depth > limits.max_depth:
-        raise DocumentError(f"document is nested deeper than {limits.max_depth} levels")
+        raise DocumentError(_too_deep(limits))
     if isinstance(value, dict):
         if meter is not None:
             meter.take(2 + len(value), limits)
