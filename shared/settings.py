@@ -135,6 +135,22 @@ class EngineSettings(CommonSettings):
         description="Comma-separated token=project_id[:admin] entries. Unset with `converge up` "
         "= a generated token for project demo.",
     )
+    stall_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="A stack in progress with no progress (no event, no change) for this long, or "
+        "a job in flight heard nothing of for this long, is reported and its work in flight sent "
+        "again (seconds). Long enough that a slow action is not asked twice for nothing; a "
+        "duplicate is harmless, only wasted.",
+    )
+    stall_check_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="How often each engine looks for stacks nothing has moved for stall_seconds "
+        "(seconds); also done once at start-up.",
+    )
 
     @field_validator("database_url")
     @classmethod

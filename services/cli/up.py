@@ -7,9 +7,15 @@ metrics, and the sandbox cloud under `/sandbox`) is served on the one API
 port; the Sandbox::* types reach the in-process sandbox there (or the one at
 CONVERGE_SANDBOX_URL, when set, instead), and its change notifications go to
 the same bus, where the observer consumes them. The sandbox's state is in
-memory: a restart empties it. Shutdown (Ctrl-C / SIGTERM): stop taking
-messages, drain in-flight work, stop the engine, close the bus, stop
-PostgreSQL.
+memory: a restart empties it.
+
+Nothing is lost when the process is killed at any instant: what the
+in-process bus held dies with it, so with that bus the engine sends all work
+in flight again at start-up (services/engine/recovery.py), before the worker
+and observer start taking messages; they start once the API (and the sandbox
+they call) is served. Shutdown (Ctrl-C / SIGTERM): stop taking messages,
+drain in-flight work (what is left is sent again at the next start), stop
+the engine, close the bus, stop PostgreSQL.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
+from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
 from shared.settings import UpSettings, allow_endpoints, plugin_endpoints
 from shared.tasks import Supervisor
 
@@ -81,6 +88,10 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 supervisor=supervisor,
                 registry=registry,
                 limits=template_limits(settings),
+                stall_seconds=settings.stall_seconds,
+                stall_check_seconds=settings.stall_check_seconds,
+                # The in-process bus starts empty: everything in flight was lost with it.
+                recover_at_start=settings.amqp_url is None,
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())
@@ -112,10 +123,6 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             metrics=ObserverMetrics(registry),
             providers=tuple(endpoints),
         )
-        with structlog.contextvars.bound_contextvars(service="worker"):
-            subs = engine_subs + await start_consuming(bus, worker.consumptions())
-        with structlog.contextvars.bound_contextvars(service="observer"):
-            subs += await start_consuming(bus, observer.consumptions())
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         tokens = (
@@ -130,6 +137,11 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
+        # Actions reach the sandbox (and signal URLs the API) through the port just opened.
+        with structlog.contextvars.bound_contextvars(service="worker"):
+            subs = engine_subs + await start_consuming(bus, worker.consumptions())
+        with structlog.contextvars.bound_contextvars(service="observer"):
+            subs += await start_consuming(bus, observer.consumptions())
         print(
             f"Converge is up.\n"
             f"  API:     {api_url}/v1/{credentials.project_id}\n"
@@ -153,5 +165,8 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         log.info("draining")
         abandon_resumable(observer.consumptions())
         await drain(subs, seconds=settings.drain_seconds)
+        if isinstance(bus, MemoryBus):  # dies with the process; the next start sends it again
+            left = {queue: await bus.depth(queue) for queue in (ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE)}
+            log.info("unfinished_messages_left", **left)
         if sandbox is not None:
             await sandbox.flush(seconds=settings.drain_seconds)

@@ -59,6 +59,8 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             registry=registry,
             limits=template_limits(settings),
             quotas=quotas(settings),
+            stall_seconds=settings.stall_seconds,
+            stall_check_seconds=settings.stall_check_seconds,
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

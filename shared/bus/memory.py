@@ -6,6 +6,11 @@ from a seed, so one scenario can be replayed under many delivery orders.
 `MemorySubscription.kill()` drops a consumer abruptly (its unacknowledged
 messages return to the queue, and its handlers still unwinding can no longer
 acknowledge anything), standing in for a crashed process.
+
+The queues live in the process's memory and end with it: nothing here is
+durable. `converge up` relies on the engine's start-up recovery instead
+(services/engine/recovery.py), which sends again, from the database, all
+work that was in flight when the process stopped or died.
 """
 
 from __future__ import annotations

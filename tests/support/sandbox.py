@@ -10,6 +10,7 @@ environment: bus, latency, seed) and waits for its `ready` log event;
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,15 +44,24 @@ class RunningUp:
     token: str  # the token `converge up` generated for project demo
 
 
-async def start_up(data_dir: Path, database_url: str, *, latency: float = 0.1) -> RunningUp:
-    """`converge up` with the in-process bus and sandbox, on a free port."""
-    port = free_port()
+async def start_up(
+    data_dir: Path,
+    database_url: str | None,
+    *,
+    latency: float = 0.1,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RunningUp:
+    """`converge up` with the in-process bus and sandbox, on a free port (or `port`);
+    `database_url` None: its embedded PostgreSQL under `data_dir`; `env` is added."""
+    port = port or free_port()
     env = {
         "CONVERGE_DATA_DIR": str(data_dir),
         "CONVERGE_API_PORT": str(port),
-        "CONVERGE_DATABASE_URL": database_url,
+        "CONVERGE_DATABASE_URL": database_url or "",
         "CONVERGE_AMQP_URL": "",
         "CONVERGE_SANDBOX_LATENCY": str(latency),
+        **(env or {}),
     }
     process = await ServiceProcess(["converge", "up"], env).start()
     try:

@@ -29,6 +29,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.store.observing import ObservationStatements
+from services.engine.store.recovery import RecoveryStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
 
@@ -123,7 +124,7 @@ class EventRecord:
     reason: str
 
 
-class Tx(ObservationStatements):
+class Tx(ObservationStatements, RecoveryStatements):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
@@ -280,7 +281,8 @@ class Tx(ObservationStatements):
         their own deadline, so no real resource goes unrecorded."""
         rows = await self._c.fetch(
             """UPDATE resources SET current_job = NULL, job_node = NULL, job_properties = NULL,
-                   job_requires = NULL, job_template_id = NULL, status = 'FAILED', status_reason = $3,
+                   job_requires = NULL, job_template_id = NULL, observing_job = NULL,
+                   status = 'FAILED', status_reason = $3,
                    version = version + 1, updated_at = now()
                WHERE stack_id = $1 AND traversal_id = $2 AND current_job IS NOT NULL
                  AND physical_id IS NOT NULL

@@ -1,0 +1,119 @@
+"""`converge up` stopped mid-operation (Ctrl-C or SIGKILL) carries the operation to its end
+after a restart, with no further call: what the in-process bus held when it stopped is sent
+again from the database at start-up. The security review's H1, as a test: an interrupted
+create used to stay CREATE_IN_PROGRESS for good, and a cancelled one could not be deleted.
+
+Real: the `converge` executable (engine, worker, observer in one process, in-process bus),
+PostgreSQL, HTTP, SIGINT and SIGKILL.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.bus_fixtures import eventually
+from tests.support.sandbox import RunningUp, start_up
+from tests.support.up_client import UpClient
+
+pytestmark = pytest.mark.integration
+
+CHAINS, LENGTH = 4, 3
+
+
+def chains(wait: float) -> dict[str, Any]:
+    """CHAINS chains of LENGTH test resources, each taking `wait` seconds to create."""
+    resources: dict[str, Any] = {}
+    for c in range(CHAINS):
+        for i in range(LENGTH):
+            resource: dict[str, Any] = {
+                "type": "OS::Heat::TestResource",
+                "properties": {"value": f"{c}.{i}", "wait_secs": wait},
+            }
+            if i:
+                resource["depends_on"] = [f"r{c}{i - 1}"]
+            resources[f"r{c}{i}"] = resource
+    return {"heat_template_version": "2018-08-31", "resources": resources}
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+class Ups:
+    """`converge up` started and restarted on one data directory; stopped at the end."""
+
+    def __init__(self, data_dir: Path, database_url: str, http: aiohttp.ClientSession) -> None:
+        self.data_dir, self.database_url, self.http = data_dir, database_url, http
+        self.running: RunningUp | None = None
+
+    async def start(self) -> UpClient:
+        self.running = await start_up(self.data_dir, self.database_url)
+        return UpClient(self.http, self.running.base, self.running.token)
+
+    async def stop(self, sig: signal.Signals) -> None:
+        assert self.running is not None
+        self.running.process.signal(sig)
+        code = await self.running.process.wait()
+        assert code == (0 if sig is signal.SIGINT else -signal.SIGKILL), self.running.process.output()
+
+    async def close(self) -> None:
+        if self.running is not None:
+            await self.running.process.stop()
+
+
+@pytest.fixture
+async def ups(tmp_path: Path, database_url: str, http: aiohttp.ClientSession) -> AsyncIterator[Ups]:
+    running = Ups(tmp_path, database_url, http)
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+async def midway(up: UpClient, stack_id: str) -> None:
+    """Until some resources are created and others are being created."""
+
+    async def seen() -> bool:
+        states = {r["resource_status"] for r in await up.resources("h1", stack_id)}
+        return {"CREATE_COMPLETE", "CREATE_IN_PROGRESS"} <= states
+
+    await eventually(seen, timeout=60, every=0.1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+async def test_an_interrupted_create_completes_after_a_restart_with_no_further_call(
+    ups: Ups, sig: signal.Signals
+) -> None:
+    up = await ups.start()
+    stack_id = await up.create("h1", chains(wait=2))
+    await midway(up, stack_id)
+    await ups.stop(sig)
+
+    up = await ups.start()
+    assert await up.settled("h1", stack_id, timeout=60) == "CREATE_COMPLETE"
+    resources = await up.resources("h1", stack_id)
+    assert len(resources) == CHAINS * LENGTH
+    assert {r["resource_status"] for r in resources} == {"CREATE_COMPLETE"}
+    reasons = [e["resource_status_reason"] for e in await up.events("h1", stack_id)]
+    assert any(r.startswith("Resumed after a restart; sent again:") for r in reasons), reasons
+
+
+async def test_a_cancelled_create_whose_jobs_were_lost_is_deleted(ups: Ups) -> None:
+    up = await ups.start()
+    stack_id = await up.create("h1", chains(wait=2))
+    await midway(up, stack_id)
+    await up.action("h1", stack_id, "cancel_without_rollback")
+    assert await up.state("h1", stack_id) == "CREATE_FAILED"
+    await ups.stop(signal.SIGINT)  # the cancelled create's resources are still being made
+
+    up = await ups.start()
+    await up.delete("h1", stack_id)
+    assert await up.settled("h1", stack_id, timeout=60) == "DELETE_COMPLETE"
