@@ -221,6 +221,17 @@ class SandboxBehaviour(CommonSettings):
     sandbox_seed: int | None = Field(
         None, description="Seed of the sandbox's ids and failures, so a run can be replayed. Unset = random."
     )
+    sandbox_state: Path | None = Field(
+        None,
+        description="SQLite file where the sandbox keeps its state (resources, builds, idempotency "
+        "keys), so a restarted sandbox is the same cloud. Unset = in memory for converge-sandbox, "
+        "<data_dir>/sandbox.sqlite3 for converge up.",
+    )
+
+    @field_validator("sandbox_state", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if value == "" else value
 
 
 class SandboxSettings(SandboxBehaviour):

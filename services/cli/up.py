@@ -6,8 +6,8 @@ CONVERGE_AMQP_URL switch to real servers. Every HTTP endpoint (API, health,
 metrics, and the sandbox cloud under `/sandbox`) is served on the one API
 port; the Sandbox::* types reach the in-process sandbox there (or the one at
 CONVERGE_SANDBOX_URL, when set, instead), and its change notifications go to
-the same bus, where the observer consumes them. The sandbox's state is in
-memory: a restart empties it.
+the same bus, where the observer consumes them. The sandbox keeps its state
+in `<data_dir>/sandbox.sqlite3` (or CONVERGE_SANDBOX_STATE).
 
 Nothing is lost when the process is killed at any instant: what the
 in-process bus held dies with it, so with that bus the engine sends all work
@@ -15,7 +15,7 @@ in flight again at start-up (services/engine/recovery.py), before the worker
 and observer start taking messages; they start once the API (and the sandbox
 they call) is served. Shutdown (Ctrl-C / SIGTERM): stop taking messages,
 drain in-flight work (what is left is sent again at the next start), stop
-the engine, close the bus, stop PostgreSQL.
+the engine, save the sandbox, close the bus, stop PostgreSQL.
 """
 
 from __future__ import annotations
@@ -101,7 +101,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         sandbox_url = settings.sandbox_url
         if sandbox_url is None:
             with structlog.contextvars.bound_contextvars(service="sandbox"):
-                sandbox = build_sandbox(settings, bus=bus, registry=registry)
+                state = settings.sandbox_state or settings.data_dir / "sandbox.sqlite3"
+                sandbox = build_sandbox(settings, bus=bus, registry=registry, state=state)
+                stack.push_async_callback(sandbox.close)
                 sandbox.start(supervisor)
             sandbox_url = f"{api_url}{SANDBOX_MOUNT}"
         endpoints = plugin_endpoints(sandbox_url=sandbox_url)
