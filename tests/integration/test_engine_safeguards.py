@@ -32,7 +32,9 @@ async def test_a_stack_with_no_progress_is_reported_with_what_is_running_and_sen
         reports = [e for e in await cv.events(stack) if e["reason"].startswith("No progress for")]
         assert len(reports) == 1
         # The worker answered "in progress": an observer is asked to watch it again.
-        assert reports[0]["reason"] == "No progress for 0s; still in progress: stuck; sent again: 1 observation"
+        assert (
+            reports[0]["reason"] == "No progress for 0s; still in progress: stuck; sent again: 1 observation"
+        )
         assert (reports[0]["action"], reports[0]["status"]) == ("CREATE", "IN_PROGRESS")
         assert await cv.engine.report_stalled() == 0, "the report itself counts as news for one period"
         assert await cv.state(stack) == ("CREATE", "IN_PROGRESS"), "the resource is still being built"
