@@ -2,6 +2,7 @@
 after a restart, with no further call: what the in-process bus held when it stopped is sent
 again from the database at start-up. The security review's H1, as a test: an interrupted
 create used to stay CREATE_IN_PROGRESS for good, and a cancelled one could not be deleted.
+And a restart changes nothing in the sandbox cloud: stacks under observation see no drift.
 
 Real: the `converge` executable (engine, worker, observer in one process, in-process bus),
 PostgreSQL, HTTP, SIGINT and SIGKILL.
@@ -18,12 +19,12 @@ import aiohttp
 import pytest
 
 from tests.support.bus_fixtures import eventually
-from tests.support.sandbox import RunningUp, start_up
-from tests.support.up_client import UpClient
+from tests.support.up_client import Restarts, UpClient
 
 pytestmark = pytest.mark.integration
 
 CHAINS, LENGTH = 4, 3
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def chains(wait: float) -> dict[str, Any]:
@@ -42,40 +43,13 @@ def chains(wait: float) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-class Ups:
-    """`converge up` started and restarted on one data directory; stopped at the end."""
-
-    def __init__(self, data_dir: Path, database_url: str, http: aiohttp.ClientSession) -> None:
-        self.data_dir, self.database_url, self.http = data_dir, database_url, http
-        self.running: RunningUp | None = None
-
-    async def start(self) -> UpClient:
-        self.running = await start_up(self.data_dir, self.database_url)
-        return UpClient(self.http, self.running.base, self.running.token)
-
-    async def stop(self, sig: signal.Signals) -> None:
-        assert self.running is not None
-        self.running.process.signal(sig)
-        code = await self.running.process.wait()
-        assert code == (0 if sig is signal.SIGINT else -signal.SIGKILL), self.running.process.output()
-
-    async def close(self) -> None:
-        if self.running is not None:
-            await self.running.process.stop()
-
-
-@pytest.fixture
-async def ups(tmp_path: Path, database_url: str, http: aiohttp.ClientSession) -> AsyncIterator[Ups]:
-    running = Ups(tmp_path, database_url, http)
-    try:
-        yield running
-    finally:
-        await running.close()
+async def ups(tmp_path: Path, database_url: str) -> AsyncIterator[Restarts]:
+    async with aiohttp.ClientSession() as http:
+        restarts = Restarts(tmp_path, database_url, http)
+        try:
+            yield restarts
+        finally:
+            await restarts.close()
 
 
 async def midway(up: UpClient, stack_id: str) -> None:
@@ -90,7 +64,7 @@ async def midway(up: UpClient, stack_id: str) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 async def test_an_interrupted_create_completes_after_a_restart_with_no_further_call(
-    ups: Ups, sig: signal.Signals
+    ups: Restarts, sig: signal.Signals
 ) -> None:
     up = await ups.start()
     stack_id = await up.create("h1", chains(wait=2))
@@ -106,7 +80,7 @@ async def test_an_interrupted_create_completes_after_a_restart_with_no_further_c
     assert any(r.startswith("Resumed after a restart; sent again:") for r in reasons), reasons
 
 
-async def test_a_cancelled_create_whose_jobs_were_lost_is_deleted(ups: Ups) -> None:
+async def test_a_cancelled_create_whose_jobs_were_lost_is_deleted(ups: Restarts) -> None:
     up = await ups.start()
     stack_id = await up.create("h1", chains(wait=2))
     await midway(up, stack_id)
@@ -117,3 +91,28 @@ async def test_a_cancelled_create_whose_jobs_were_lost_is_deleted(ups: Ups) -> N
     up = await ups.start()
     await up.delete("h1", stack_id)
     assert await up.settled("h1", stack_id, timeout=60) == "DELETE_COMPLETE"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+async def test_observed_sandbox_stacks_see_no_drift_after_a_restart(
+    ups: Restarts, sig: signal.Signals
+) -> None:
+    up = await ups.start()
+    stack_id = await up.create("web", (EXAMPLES / "web-tier.yaml").read_text())
+    assert await up.settled("web", stack_id, timeout=60) == "CREATE_COMPLETE"
+    await up.action("web", stack_id, "observe_start", {"interval": 1})
+    resources = len(await up.resources("web", stack_id))
+
+    async def looked(rounds: int) -> bool:
+        return await up.metric("converge_observer_looked_total", result="reported") >= rounds * resources
+
+    await eventually(lambda: looked(1), timeout=60, every=0.2)
+    await ups.stop(sig)
+
+    up = await ups.start()
+    await eventually(lambda: looked(3), timeout=60, every=0.2)  # three rounds since the restart
+    observation = (await up.ok("GET", f"/stacks/web/{stack_id}/observation"))["observation"]
+    assert observation["enabled"]
+    assert observation["drifted"] == []
+    statuses = {e["resource_status"] for e in await up.events("web", stack_id)}
+    assert "OBSERVE_DRIFTED" not in statuses, statuses

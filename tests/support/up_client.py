@@ -1,19 +1,27 @@
-"""A Heat API client for tests of a running `converge up`: create, change and watch stacks.
+"""A Heat API client for tests of a running `converge up`, and its restarts.
 
 `UpClient` speaks the v1 API with the token `converge up` generated, as a user
 with curl would; `settled` waits (bounded) until a stack's operation ended,
 riding out the moments the process is down between a kill and a restart.
+`Restarts` starts `converge up`, stops it with a real signal and starts it
+again on the same data directory, and leaves nothing running at the end
+(not even the embedded PostgreSQL a SIGKILL left behind).
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from services.engine.store.embedded import start_embedded
 from tests.support.bus_fixtures import eventually
+from tests.support.sandbox import RunningUp, SandboxClient, start_up
 
 # What a client sees while `converge up` is down (killed, not yet restarted).
 DOWN = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
@@ -43,7 +51,7 @@ class UpClient:
         assert 200 <= status < 300, f"{method} {path} -> {status}: {data}"
         return data
 
-    async def create(self, name: str, template: dict[str, Any], **fields: Any) -> str:
+    async def create(self, name: str, template: dict[str, Any] | str, **fields: Any) -> str:
         created = await self.ok("POST", "/stacks", {"stack_name": name, "template": template, **fields})
         return str(created["stack"]["id"])
 
@@ -89,3 +97,66 @@ class UpClient:
     async def events(self, name: str, stack_id: str) -> list[dict[str, Any]]:
         data = await self.ok("GET", f"/stacks/{name}/{stack_id}/events?limit=1000")
         return list(data["events"])
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """A sample of the process's Prometheus metrics (0 when absent)."""
+        async with self.http.get(f"{self.base}/metrics") as response:
+            text = await response.text()
+        wanted = name + (
+            "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else ""
+        )
+        for line in text.splitlines():
+            if line.startswith(wanted + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    @property
+    def sandbox(self) -> SandboxClient:
+        """The in-process sandbox cloud, under `/sandbox`."""
+        return SandboxClient(self.http, f"{self.base}/sandbox")
+
+
+class Restarts:
+    """`converge up` on one data directory: started, stopped with a real signal, started
+    again. `database_url` None: its embedded PostgreSQL. `env` is added to its environment."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        database_url: str | None,
+        http: aiohttp.ClientSession,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir, self.database_url, self.http = data_dir, database_url, http
+        self.env = dict(env or {})
+        self.running: RunningUp | None = None
+        self.stops: list[str] = []  # the signals sent, in order
+
+    async def start(self) -> UpClient:
+        self.running = await start_up(self.data_dir, self.database_url, env=self.env)
+        return UpClient(self.http, self.running.base, self.running.token)
+
+    async def stop(self, sig: signal.Signals) -> None:
+        """Send `sig`; it must end the process (Ctrl-C: cleanly, after draining)."""
+        assert self.running is not None
+        process, self.running = self.running.process, None
+        process.signal(sig)
+        code = await process.wait(timeout=90)
+        assert code == (-signal.SIGKILL if sig is signal.SIGKILL else 0), process.output()
+        self.stops.append(sig.name)
+
+    async def close(self) -> None:
+        """Stop what still runs: Ctrl-C (which stops the embedded PostgreSQL too), and an
+        embedded PostgreSQL a SIGKILL left running."""
+        if self.running is not None:
+            process, self.running = self.running.process, None
+            if process.process is not None and process.process.returncode is None:
+                process.signal(signal.SIGINT)
+                try:
+                    await process.wait(timeout=60)
+                except TimeoutError:
+                    await process.stop()
+            await process.stop()
+        if self.database_url is None and (self.data_dir / "postgres" / "postmaster.pid").exists():
+            await (await start_embedded(self.data_dir)).stop()
