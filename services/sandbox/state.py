@@ -85,6 +85,7 @@ class StateFile:
         self._failed = False  # the last write failed; a later save or `durable` tries again
         self._changed = asyncio.Condition()
         self._writer: asyncio.Task[None] | None = None
+        self._closed = False
 
     @classmethod
     def open(cls, path: Path) -> StateFile:
@@ -127,7 +128,11 @@ class StateFile:
     # -- writing -------------------------------------------------------------------
 
     def save(self, write: StateWrite) -> None:
-        """Queue a change for the writer (in order); `durable` waits until it is on disk."""
+        """Queue a change for the writer (in order); `durable` waits until it is on disk.
+        After `close` (shutting down: only a build finishing, which follows from its
+        `ready_at` anyway) nothing is written."""
+        if self._closed:
+            return
         self._pending.append(write)
         self._submitted += 1
         self._kick()
@@ -208,5 +213,8 @@ class StateFile:
             await self.durable()
         except SandboxStateUnavailable as exc:
             log.error("sandbox_state_lost_on_close", error=str(exc), unsaved=len(self._pending))
+        self._closed = True
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._conn.close)
         self._executor.shutdown(wait=True)

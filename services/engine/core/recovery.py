@@ -83,10 +83,6 @@ class StackPlan:
     jobs: tuple[JobResend, ...]
     checks: tuple[Node, ...]  # nodes of the current traversal whose check is sent again
 
-    @property
-    def empty(self) -> bool:
-        return not self.checks and all(j.kind is Resend.NOTHING or j.action is None for j in self.jobs)
-
     def counts(self) -> dict[str, int]:
         """How many messages of each kind are sent (kinds with none are left out)."""
         out: dict[str, int] = {}
