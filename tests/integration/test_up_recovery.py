@@ -80,6 +80,53 @@ async def test_an_interrupted_create_completes_after_a_restart_with_no_further_c
     assert any(r.startswith("Resumed after a restart; sent again:") for r in reasons), reasons
 
 
+def nested(wait: float) -> dict[str, Any]:
+    """Two child stacks (OS::Heat::Stack), each a chain of test resources; a group of two
+    more; and a resource of the parent that waits for both children."""
+    child = chains(wait)
+    child["resources"] = {n: r for n, r in child["resources"].items() if n.startswith("r0")}
+    return {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "a": {"type": "OS::Heat::Stack", "properties": {"template": child}},
+            "b": {"type": "OS::Heat::Stack", "properties": {"template": child}},
+            "group": {
+                "type": "OS::Heat::ResourceGroup",
+                "properties": {
+                    "count": 2,
+                    "resource_def": {"type": "OS::Heat::TestResource", "properties": {"wait_secs": wait}},
+                },
+            },
+            "last": {
+                "type": "OS::Heat::TestResource",
+                "properties": {"wait_secs": wait},
+                "depends_on": ["a", "b", "group"],
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+async def test_an_interrupted_create_of_nested_stacks_completes_after_a_restart(
+    ups: Restarts, sig: signal.Signals
+) -> None:
+    up = await ups.start()
+    stack_id = await up.create("h1", nested(wait=1.5))
+
+    async def children_busy() -> bool:
+        data = await up.ok("GET", "/stacks?show_nested=true")
+        return sum(s["stack_status"] == "CREATE_IN_PROGRESS" for s in data["stacks"]) >= 3
+
+    await eventually(children_busy, timeout=60, every=0.1)
+    await ups.stop(sig)
+
+    up = await ups.start()
+    assert await up.settled("h1", stack_id, timeout=90) == "CREATE_COMPLETE"
+    data = await up.ok("GET", "/stacks?show_nested=true")
+    assert {s["stack_status"] for s in data["stacks"]} == {"CREATE_COMPLETE"}
+    assert len(data["stacks"]) == 4, "the parent, two children, the group's stack"
+
+
 async def test_a_cancelled_create_whose_jobs_were_lost_is_deleted(ups: Restarts) -> None:
     up = await ups.start()
     stack_id = await up.create("h1", chains(wait=2))
