@@ -41,7 +41,7 @@ test: install
 	$(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test-long: install
-	CONVERGE_TEST_SEEDS=200 $(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q $(PYTEST_ARGS)
+	CONVERGE_TEST_SEEDS=200 CONVERGE_UP_FAULT_SEEDS=20 $(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q $(PYTEST_ARGS)
 
 gabbits: install
 	$(BIN)/python -m tests.support.heat_gabbits

@@ -73,8 +73,10 @@ async def drain(
     """Stop consuming; wait (bounded) for in-flight handlers to finish and ack (and for
     the `stopping` subscriptions already told to stop).
 
-    Whatever is still running after `seconds` is abandoned unacknowledged,
-    so the broker delivers it again to another consumer: nothing is lost.
+    Whatever is still running after `seconds` is abandoned unacknowledged:
+    RabbitMQ delivers it again to another consumer. The in-process bus hands it
+    back to its own queue, which dies with the process: there the engine's
+    start-up recovery sends that work again (services/engine/recovery.py).
     """
     try:
         async with asyncio.timeout(seconds):

@@ -275,6 +275,22 @@ class EngineSettings(CommonSettings):
         description="Live event streams (GET .../stream) one token may hold open at once on one "
         "engine; more is 429.",
     )
+    stall_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="A stack in progress with no progress (no event, no change) for this long, or "
+        "a job in flight heard nothing of for this long, is reported and its work in flight sent "
+        "again (seconds). Long enough that a slow action is not asked twice for nothing; a "
+        "duplicate is harmless, only wasted.",
+    )
+    stall_check_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="How often each engine looks for stacks nothing has moved for stall_seconds "
+        "(seconds); also done once at start-up.",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -341,6 +357,17 @@ class SandboxBehaviour(CommonSettings):
     sandbox_seed: int | None = Field(
         None, description="Seed of the sandbox's ids and failures, so a run can be replayed. Unset = random."
     )
+    sandbox_state: Path | None = Field(
+        None,
+        description="SQLite file where the sandbox keeps its state (resources, builds, idempotency "
+        "keys), so a restarted sandbox is the same cloud. Unset = in memory for converge-sandbox, "
+        "<data_dir>/sandbox.sqlite3 for converge up.",
+    )
+
+    @field_validator("sandbox_state", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if value == "" else value
 
 
 class SandboxSettings(SandboxBehaviour):

@@ -6,11 +6,18 @@ CONVERGE_AMQP_URL switch to real servers. Every HTTP endpoint (API, health,
 metrics, and the sandbox cloud under `/sandbox`) is served on the one API
 port; the Sandbox::* types reach the in-process sandbox there (or the one at
 CONVERGE_SANDBOX_URL, when set, instead), and its change notifications go to
-the same bus, where the observer consumes them. The sandbox's state is in
-memory: a restart empties it. Shutdown (Ctrl-C / SIGTERM): stop taking
-messages, drain in-flight work, stop the engine, close the bus, stop
-PostgreSQL. With CONVERGE_API_TOKENS set no demo token is generated or
-printed: the operator's tokens are the only ones.
+the same bus, where the observer consumes them. The sandbox keeps its state
+in `<data_dir>/sandbox.sqlite3` (or CONVERGE_SANDBOX_STATE).
+
+Nothing is lost when the process is killed at any instant: what the
+in-process bus held dies with it, so with that bus the engine sends all work
+in flight again at start-up (services/engine/recovery.py), before the worker
+and observer start taking messages; they start once the API (and the sandbox
+they call) is served. Shutdown (Ctrl-C / SIGTERM): stop taking messages,
+drain in-flight work (what is left is sent again at the next start), stop
+the engine, save the sandbox, close the bus, stop PostgreSQL. With
+CONVERGE_API_TOKENS set no demo token is generated or printed: the
+operator's tokens are the only ones.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
+from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
 from shared.settings import UpSettings, allow_endpoints, own_ports, plugin_endpoints
 from shared.tasks import Supervisor
 
@@ -149,6 +157,10 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 quotas=quotas(settings),
                 templates=templates,
                 api_limits=api_limits(settings),
+                stall_seconds=settings.stall_seconds,
+                stall_check_seconds=settings.stall_check_seconds,
+                # The in-process bus starts empty: everything in flight was lost with it.
+                recover_at_start=settings.amqp_url is None,
             )
             await engine.start()
             engine_subs = await start_consuming(bus, engine.consumptions())
@@ -158,7 +170,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         sandbox_url = settings.sandbox_url
         if sandbox_url is None:
             with structlog.contextvars.bound_contextvars(service="sandbox"):
-                sandbox = build_sandbox(settings, bus=bus, registry=registry)
+                state = settings.sandbox_state or settings.data_dir / "sandbox.sqlite3"
+                sandbox = build_sandbox(settings, bus=bus, registry=registry, state=state)
+                stack.push_async_callback(sandbox.close)
                 sandbox.start(supervisor)
             sandbox_url = f"{api_url}{SANDBOX_MOUNT}"
         endpoints = plugin_endpoints(sandbox_url=sandbox_url)
@@ -182,10 +196,6 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             metrics=ObserverMetrics(registry),
             providers=tuple(endpoints),
         )
-        with structlog.contextvars.bound_contextvars(service="worker"):
-            subs = engine_subs + await start_consuming(bus, worker.consumptions())
-        with structlog.contextvars.bound_contextvars(service="observer"):
-            subs += await start_consuming(bus, observer.consumptions())
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         tokens = (
@@ -200,6 +210,11 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
+        # Actions reach the sandbox (and signal URLs the API) through the port just opened.
+        with structlog.contextvars.bound_contextvars(service="worker"):
+            subs = engine_subs + await start_consuming(bus, worker.consumptions())
+        with structlog.contextvars.bound_contextvars(service="observer"):
+            subs += await start_consuming(bus, observer.consumptions())
         refused = refused_credentials(settings.data_dir, tokens) if credentials is None else None
         print(
             banner(api_url, credentials, settings, sandbox_url, refused=refused), file=sys.stdout, flush=True
@@ -220,5 +235,8 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         log.info("draining")
         abandon_resumable(observer.consumptions())
         await drain(subs, seconds=settings.drain_seconds)
+        if isinstance(bus, MemoryBus):  # dies with the process; the next start sends it again
+            left = {queue: await bus.depth(queue) for queue in (ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE)}
+            log.info("unfinished_messages_left", **left)
         if sandbox is not None:
             await sandbox.flush(seconds=settings.drain_seconds)

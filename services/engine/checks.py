@@ -184,6 +184,8 @@ class Convergence:
         if row is None:  # already cleaned up by an earlier traversal
             await self._node_done(tx, stack, traversal, node, fx)
             return
+        if _moved_by_its_job(row, traversal, node):
+            return
         if row.current_job is not None and not is_nested(row.type):
             # An older traversal's job is still running on this row: wait for its outcome.
             # (A nested job is not waited for: the new job preempts the child's operation.)
@@ -473,11 +475,14 @@ class Convergence:
             "job_template_id": None,
             "waiting_traversal": None,
             "waiting_node": None,
+            "observing_job": None,
         }
         if res.outcome is JobOutcome.IN_PROGRESS:
             # Asynchronous action: record what is known; an observer reports the end.
             physical_id = res.physical_id or row.physical_id
-            await self._update(tx, row, physical_id=physical_id)
+            # Recorded so that recovery asks an observer again rather than the worker
+            # (services/engine/recovery.py).
+            await self._update(tx, row, physical_id=physical_id, observing_job=row.current_job)
             fx.emit(OBSERVE_QUEUE, ObserveRequest(job=self._job(stack, row, res.action, physical_id)))
             if row.type == CONDITION:
                 await self._settle_condition(tx, row, fx)
@@ -550,6 +555,7 @@ class Convergence:
                 job_template_id=None,
                 waiting_traversal=None,
                 waiting_node=None,
+                observing_job=None,
             )
         elif res.action is JobAction.DELETE:
             await self._delete(tx, row)
@@ -667,3 +673,18 @@ class Convergence:
     async def _update(self, tx: Tx, row: ResourceRow, **changes: Any) -> None:
         if not await tx.update_resource(row, **changes):
             raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")
+
+
+def _moved_by_its_job(row: ResourceRow, traversal: TraversalId, node: Node) -> bool:
+    """Whether a check of `node` is a duplicate (a redelivery under another message id,
+    or one sent again by recovery) that must do nothing: the node's own job is in
+    flight on the row, or the node replaced the row already (only a forward node can,
+    within its traversal) and the replacement's job finishes it. Checking again would
+    send a second job, or make a second replacement."""
+    if row.current_job is not None and row.traversal_id == traversal and row.job_node == node:
+        log.debug("check_duplicate", node=node, job_id=row.current_job)
+        return True
+    if is_forward(node) and row.replaced_by is not None:
+        log.debug("check_duplicate", node=node, replaced_by=row.replaced_by)
+        return True
+    return False

@@ -74,6 +74,8 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             heal=heal_policy(settings),
             templates=templates,
             api_limits=api_limits(settings),
+            stall_seconds=settings.stall_seconds,
+            stall_check_seconds=settings.stall_check_seconds,
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

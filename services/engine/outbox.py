@@ -5,8 +5,12 @@ transaction as the state change that caused it. After commit the engine
 publishes them at once and deletes the rows (the fast path). If it dies in
 between, any engine's relay (`relay_forever`) publishes its rows as soon as
 its lease is gone (services/engine/store/lease.py), and any row older than
-`stale_after` seconds. A message may thus be published twice, never lost;
-receivers are idempotent (inbox, job ids).
+`stale_after` seconds. A message may thus be published twice, never lost
+before it reaches the bus; receivers are idempotent (inbox, job ids). What
+the in-process bus of `converge up` holds dies with the process: the work it
+carried is sent again from the database by recovery (services/engine/recovery.py),
+and the rows this relay publishes for the dead process duplicate some of it,
+harmlessly.
 """
 
 from __future__ import annotations

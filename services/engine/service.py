@@ -8,10 +8,19 @@ host it.
 
 Work a dead engine held is taken over without it: its unacknowledged messages
 return to the queue when its connection drops, and its committed but
-unpublished outbox rows are relayed by any live engine once they are
-`outbox_stale_seconds` old (checked every `relay_seconds`). A database outage
-holds the messages being handled (they wait for the database and are retried)
-instead of spending their deliveries, so an outage never dead-letters work.
+unpublished outbox rows are relayed by any live engine at once (its lease is
+gone) or once they are `outbox_stale_seconds` old (checked every
+`relay_seconds`). A database outage holds the messages being handled (they
+wait for the database and are retried) instead of spending their deliveries,
+so an outage never dead-letters work.
+
+Work whose messages are gone (the in-process bus of a process that died, a
+purged or dead-lettered message) is found from the database alone and sent
+again (`recovery`): at start-up and every `stall_check_seconds`, a stack that
+nothing moved for `stall_seconds` is reported (event, log, metric) and its
+work in flight sent again; with `recover_at_start` (the in-process bus, where
+nothing can be in flight when the process starts) all work in flight is sent
+again once the lease is held.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from collections.abc import Callable, Mapping
 
 import asyncpg
 import structlog
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from services.engine.api.deps import DEFAULT_API_LIMITS, READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
@@ -41,6 +50,7 @@ from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
+from services.engine.recovery import Recovery
 from services.engine.signals import Signals
 from services.engine.store import Store
 from services.engine.store.lease import EngineLease
@@ -76,6 +86,8 @@ class EngineService:
         prefetch: int = 64,
         heartbeat_seconds: float = 2.0,
         stall_seconds: float = 300.0,
+        stall_check_seconds: float = 10.0,
+        recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
@@ -90,12 +102,8 @@ class EngineService:
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
         self._clock = clock
-        self._stall_seconds = stall_seconds
-        self._stalled = Counter(
-            "converge_engine_stalled_stacks",
-            "Reports of a stack in progress that made no progress for the stall time.",
-            registry=registry if registry is not None else CollectorRegistry(),
-        )
+        self._stall_check_seconds = stall_check_seconds
+        self._recover_at_start = recover_at_start
         self.store = Store(pool, engine_id=engine_id)
         self.lease = EngineLease(pool, engine_id, check_every=heartbeat_seconds)
         self.bus = bus
@@ -129,6 +137,9 @@ class EngineService:
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
             store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
+        )
+        self.recovery = Recovery(
+            store=self.store, outbox=self.outbox, stall_seconds=stall_seconds, registry=registry, clock=clock
         )
         self._supervisor = supervisor
         self._prefetch = prefetch
@@ -193,10 +204,13 @@ class EngineService:
             await asyncio.wait_for(self.lease.held.wait(), timeout=30)
         except TimeoutError:
             log.warning("engine_lease_not_held_yet")
+        if self._recover_at_start:
+            await self._recover_everything()
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor())
         self._supervisor.spawn("timeouts", self._timeouts())
+        self._supervisor.spawn("recovery", self._recovery())
         self._supervisor.spawn("observation-rounds", self._observation_rounds())
 
     async def _heartbeat(self) -> None:
@@ -207,19 +221,37 @@ class EngineService:
             except StoreUnavailable as exc:
                 log.warning("heartbeat_failed", error=str(exc))
 
+    async def _recover_everything(self, *, attempts: int = 5) -> None:
+        """Send again all work in flight (nothing can be in flight at start-up on the
+        in-process bus); a conflict with a request already being served is retried."""
+        for attempt in itertools.count(1):
+            try:
+                stacks = await self.recovery.recover_everything()
+            except ConflictError as exc:
+                if attempt >= attempts:
+                    raise
+                log.warning("recovery_conflict", error=str(exc), attempt=attempt)
+                continue
+            log.info("recovered_at_start", stacks=stacks)
+            return
+
     async def _timeouts(self, *, every: float = 1.0) -> None:
-        """Stacks never sit IN_PROGRESS past their timeout, message or no message;
-        one that stops moving for the stall time is reported (event, log, metric)."""
-        ticks = 0
+        """Stacks never sit IN_PROGRESS past their timeout, message or no message."""
         while True:
             await asyncio.sleep(every)
-            ticks += 1
             try:
                 await self.convergence.expire_overdue(now=self._clock())
-                if ticks % 10 == 0:
-                    await self.report_stalled()
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
+
+    async def _recovery(self) -> None:
+        """At start-up and every `stall_check_seconds`: stacks nothing moves are moved."""
+        while True:
+            try:
+                await self.report_stalled()
+            except (StoreUnavailable, ConflictError) as exc:
+                log.warning("recovery_scan_failed", error=str(exc))
+            await asyncio.sleep(self._stall_check_seconds)
 
     async def _observation_rounds(self, *, every: float = 0.25) -> None:
         """Close the observation rounds that are over (healing what they found), then
@@ -233,15 +265,9 @@ class EngineService:
                 log.warning("observation_rounds_failed", error=str(exc))
 
     async def report_stalled(self) -> int:
-        """Record an event for each stack with no progress for the stall time."""
-        stalled = await self.store.stalled_stacks(seconds=self._stall_seconds, now=self._clock())
-        for stack in stalled:
-            running = ", ".join(stack["running"]) or "none"
-            reason = f"No progress for {self._stall_seconds:.0f}s; still in progress: {running}"
-            await self.store.stack_event(stack["stack_id"], stack["name"], stack["action"], reason)
-            log.warning("stack_stalled", stack_id=str(stack["stack_id"]), running=list(stack["running"]))
-            self._stalled.inc()
-        return len(stalled)
+        """Report each stack nothing moved for the stall time (an event naming what is
+        still running and what was sent again) and send its work in flight again."""
+        return await self.recovery.recover_stalled()
 
     async def _janitor(self, *, every: float = 60.0) -> None:
         while True:

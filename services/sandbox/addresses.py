@@ -50,6 +50,18 @@ class AddressPool:
         self.owners[address] = server_id
         return address
 
+    @classmethod
+    def restored(
+        cls, network: ipaddress.IPv4Network | ipaddress.IPv6Network, owners: Mapping[str, str]
+    ) -> AddressPool:
+        """The pool of a subnet whose addresses `owners` (address -> server id) hold, as
+        a restarted cloud rebuilds it: it hands out the same addresses next as the pool
+        it stands for, since both always give the lowest free one."""
+        taken = {int(ipaddress.ip_address(a)) - int(network.network_address) for a in owners}
+        next_offset = max(taken, default=1) + 1
+        free = [offset for offset in range(2, next_offset) if offset not in taken]  # sorted: a heap
+        return cls(network, max(next_offset, 2), free, dict(owners))
+
     def release(self, address: str) -> None:
         if self.owners.pop(address, None) is not None:
             offset = int(ipaddress.ip_address(address)) - int(self.network.network_address)

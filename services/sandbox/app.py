@@ -4,7 +4,7 @@ Routes (JSON in and out; `{collection}` is networks, subnets, servers,
 volumes, volume_attachments or things):
 
     GET    /v1                             kinds, their fields' update rules, flavors
-    GET    /v1/inventory                   every live resource, and counts by kind
+    GET    /v1/inventory                   every live resource, counts by kind, creates ever
     GET    /v1/{collection}                {"<collection>": [resource, ...]}
     POST   /v1/{collection}                create: 201, or 200 + Idempotent-Replayed: true
                                            when the Idempotency-Key header was seen before
@@ -15,7 +15,11 @@ volumes, volume_attachments or things):
 
 Errors are `{"error": {"code", "title", "message"}}`: 400 invalid input,
 404 unknown resource, 409 a rule or integrity conflict (replace-only field,
-resource still in use, volume already attached).
+resource still in use, volume already attached), 503 the state could not be
+saved. With a state file, no answer leaves before every change made so far
+is on disk (`SandboxService.durable`): an answer never reports what a crash
+could undo. The inventory also says how many resources the cloud has ever
+created (`created`; an idempotent replay creates none).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from services.sandbox.service import SandboxService
 from services.sandbox.specs import FLAVORS, SPECS, Kind, rule_table
+from services.sandbox.state import SandboxStateUnavailable
 from shared.errors import ConflictError, InvalidInput, NotFound
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -36,7 +41,9 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def _error(status: int, message: str) -> web.Response:
-    title = {400: "Bad Request", 404: "Not Found", 409: "Conflict"}.get(status, "Error")
+    title = {400: "Bad Request", 404: "Not Found", 409: "Conflict", 503: "Service Unavailable"}.get(
+        status, "Error"
+    )
     return web.json_response({"error": {"code": status, "title": title, "message": message}}, status=status)
 
 
@@ -44,13 +51,19 @@ def error_middleware(service: SandboxService) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            return await handler(request)
+            try:
+                response = await handler(request)
+            finally:
+                await service.durable()  # nothing is answered that a crash could undo
+            return response
         except InvalidInput as exc:
             response = _error(400, str(exc))
         except NotFound as exc:
             response = _error(404, str(exc))
         except ConflictError as exc:
             response = _error(409, str(exc))
+        except SandboxStateUnavailable as exc:
+            response = _error(503, str(exc))
         service.metrics.refused.labels(str(response.status)).inc()
         return response
 
@@ -111,7 +124,7 @@ class SandboxRoutes:
         counts = {kind.value: 0 for kind in Kind}
         for res in resources:
             counts[res["kind"]] += 1
-        return web.json_response({"resources": resources, "counts": counts})
+        return web.json_response({"resources": resources, "counts": counts, "created": self._service.created})
 
     async def list_kind(self, request: web.Request) -> web.Response:
         kind = _kind(request)

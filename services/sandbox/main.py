@@ -5,7 +5,10 @@ CONVERGE_AMQP_URL is set; without it no notifications are published) ->
 HTTP API with /healthz, /readyz, /metrics on CONVERGE_SANDBOX_PORT -> build
 timer and notification publisher -> `ready`. SIGTERM/SIGINT stops the HTTP
 server, lets queued notifications go out (within CONVERGE_DRAIN_SECONDS),
-and exits 0. State is in memory: a restart starts an empty cloud.
+and exits 0. The cloud lives in memory, and also in the SQLite file
+CONVERGE_SANDBOX_STATE when set (every change on disk before its answer), from
+which a restarted sandbox carries on as the same cloud; unset, a restart
+starts an empty cloud.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ async def serve(settings: SandboxSettings, stop: asyncio.Event) -> None:
             )
             stack.push_async_callback(amqp.close)
             bus = amqp
-        sandbox = build_sandbox(settings, bus=bus, registry=registry)
+        sandbox = build_sandbox(settings, bus=bus, registry=registry, state=settings.sandbox_state)
+        stack.push_async_callback(sandbox.close)
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         app = build_app(sandbox, extra_routes=health_routes(readiness=readiness, registry=registry))

@@ -29,7 +29,7 @@ import json
 import random
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -94,6 +94,16 @@ class Change:
     properties: Mapping[str, Any]
     reason: str
     at: float
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """An idempotency key the cloud has seen: what it created, for which request."""
+
+    kind: Kind
+    key: str
+    fingerprint: str  # the request's spec, so a reuse for another request is refused
+    resource_id: str
 
 
 @dataclass(frozen=True)
@@ -171,6 +181,62 @@ class Cloud:
             raise NotFound(f"no {kind.value} with id {resource_id!r}")
         return res
 
+    # -- its state, to keep and restore (records.py, state.py) ------------------
+
+    @property
+    def created(self) -> int:
+        """Resources created since the cloud began (an idempotent replay creates none)."""
+        return self._created
+
+    @property
+    def generation(self) -> int:
+        """Builds started since the cloud began (each build's timer is its generation)."""
+        return self._generation
+
+    def resource(self, resource_id: str) -> Resource | None:
+        """The live resource, as the cloud holds it (None once deleted)."""
+        return self._resources.get(resource_id)
+
+    def key(self, kind: Kind, key: str) -> KeyRecord | None:
+        seen = self._keys.get((kind, key))
+        return KeyRecord(kind, key, *seen) if seen is not None else None
+
+    @classmethod
+    def restore(
+        cls,
+        resources: Iterable[Resource],
+        keys: Iterable[KeyRecord],
+        *,
+        created: int,
+        generation: int,
+        latency: float,
+        failure_rate: float,
+        rng: random.Random,
+    ) -> Cloud:
+        """The cloud these resources and keys (oldest first) make: who uses what, the
+        networks' subnets, the address pools, the build timers and counts rebuilt."""
+        cloud = cls(latency=latency, failure_rate=failure_rate, rng=rng)
+        for res in sorted(resources, key=lambda r: r.seq):
+            cloud._resources[res.id] = res
+            cloud._link(res)
+            cloud.counts[res.kind] += 1
+            if res.build is not None:
+                heapq.heappush(cloud._timers, (res.build.ready_at, res.build.generation, res.id))
+            cloud._created = max(cloud._created, res.seq)
+            if res.build is not None:
+                cloud._generation = max(cloud._generation, res.build.generation)
+        owners: dict[str, dict[str, str]] = {subnet: {} for subnet in cloud._pools}
+        for res in cloud._resources.values():
+            for port in res.ports:
+                owners.setdefault(port.subnet, {})[port.address] = res.id
+        for subnet, pool in list(cloud._pools.items()):
+            cloud._pools[subnet] = AddressPool.restored(pool.network, owners[subnet])
+        for record in keys:
+            cloud._remember(record.kind, record.key, record.fingerprint, record.resource_id)
+        cloud._created = max(cloud._created, created)
+        cloud._generation = max(cloud._generation, generation)
+        return cloud
+
     # -- changing ------------------------------------------------------------
 
     def create(self, kind: Kind, body: Any, *, now: float, idempotency_key: str | None = None) -> Created:
@@ -180,15 +246,15 @@ class Cloud:
             if replay is not None:
                 return Created(self.view(replay), True, ())
         self._check_references(kind, spec, self_id=None)
-        self._created += 1
-        res = Resource(self._new_id(), kind, spec, Status.BUILD, "", now, now, seq=self._created)
+        res = Resource(self._new_id(), kind, spec, Status.BUILD, "", now, now, seq=self._created + 1)
         if kind is Kind.SERVER:
             res.ports = allocate_ports(res.id, _spec(res, ServerSpec).networks, self._subnets, self._pools)
+        self._created += 1  # counted once nothing can refuse it any more
         self._resources[res.id] = res
         self._link(res)
         self.counts[kind] += 1
         if idempotency_key:
-            self._remember(kind, idempotency_key, spec, res.id)
+            self._remember(kind, idempotency_key, _fingerprint(spec), res.id)
         self._start_build(res, now)
         changes = [self._change(res, NotificationEvent.CREATED, now), *self.advance(now)]
         return Created(self.view(res), False, tuple(changes))
@@ -326,8 +392,8 @@ class Cloud:
             )
         return res
 
-    def _remember(self, kind: Kind, key: str, spec: Properties, resource_id: str) -> None:
-        self._keys[(kind, key)] = (_fingerprint(spec), resource_id)
+    def _remember(self, kind: Kind, key: str, fingerprint: str, resource_id: str) -> None:
+        self._keys[(kind, key)] = (fingerprint, resource_id)
         while len(self._keys) > IDEMPOTENCY_KEYS_KEPT:
             self._keys.popitem(last=False)
 

@@ -6,7 +6,10 @@ lets due builds finish, then acts, then hands the changes to the notifier
 and updates the metrics — synchronously, so each request sees and leaves a
 consistent cloud. A timer task (`run_timers`) finishes builds on time even
 when nobody is asking, so their status changes are announced promptly.
-Hosted by `converge-sandbox` (main.py) and by `converge up` alike.
+With a state file (state.py) every change is also saved, and `durable`
+returns once it is on disk (the HTTP layer awaits it before answering);
+`build_sandbox` restores the cloud the file holds. Hosted by
+`converge-sandbox` (main.py) and by `converge up` alike.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -22,7 +26,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.sandbox.model import Change, Cloud, Created
 from services.sandbox.notify import Notifier, NotifierMetrics
+from services.sandbox.records import resource_record
 from services.sandbox.specs import Kind
+from services.sandbox.state import StateFile, StateWrite
 from shared.bus import Bus
 from shared.notifications import NotificationEvent
 from shared.settings import SandboxBehaviour
@@ -70,12 +76,16 @@ class SandboxService:
         notifier: Notifier,
         metrics: SandboxMetrics,
         clock: Callable[[], float] = time.time,
+        state: StateFile | None = None,
     ) -> None:
         self._cloud = cloud
         self._notifier = notifier
         self.metrics = metrics
         self._clock = clock
+        self._state = state
         self._wake = asyncio.Event()
+        for kind in Kind:
+            metrics.resources.labels(kind.value).set(cloud.counts[kind])
 
     @property
     def notification_queue(self) -> str | None:
@@ -87,7 +97,8 @@ class SandboxService:
         now = self._tick()
         created = self._cloud.create(kind, body, now=now, idempotency_key=idempotency_key)
         (self.metrics.replays if created.replayed else self.metrics.creates).labels(kind.value).inc()
-        self._record(created.changes)
+        learnt = (kind, idempotency_key) if idempotency_key and not created.replayed else None
+        self._record(created.changes, key=learnt)
         return created
 
     def update(self, kind: Kind, resource_id: str, patch: Any) -> dict[str, Any]:
@@ -123,6 +134,34 @@ class SandboxService:
         self._tick()
         return self._cloud.inventory()
 
+    @property
+    def created(self) -> int:
+        """Resources created since the cloud began (idempotent replays are not creates)."""
+        return self._cloud.created
+
+    # -- keeping the state -------------------------------------------------------
+
+    async def durable(self) -> None:
+        """Return once every change made so far is on disk (at once without a state file)."""
+        if self._state is not None:
+            await self._state.durable()
+
+    async def close(self) -> None:
+        """Write what is still queued and close the state file."""
+        if self._state is not None:
+            await self._state.close()
+
+    def _save(self, changes: Sequence[Change], key: tuple[Kind, str] | None) -> None:
+        if self._state is None or (not changes and key is None):
+            return
+        records: dict[str, dict[str, Any] | None] = {}
+        for change in changes:
+            res = self._cloud.resource(change.physical_id)
+            records[change.physical_id] = resource_record(res) if res is not None else None
+        learnt = self._cloud.key(*key) if key is not None else None
+        counters = {"created": self._cloud.created, "generation": self._cloud.generation}
+        self._state.save(StateWrite(records, learnt, counters))
+
     # -- time and bookkeeping --------------------------------------------------
 
     def _tick(self) -> float:
@@ -131,7 +170,8 @@ class SandboxService:
         self._record(self._cloud.advance(now))
         return now
 
-    def _record(self, changes: Sequence[Change]) -> None:
+    def _record(self, changes: Sequence[Change], *, key: tuple[Kind, str] | None = None) -> None:
+        self._save(changes, key)
         if not changes:
             return
         for change in changes:
@@ -170,9 +210,24 @@ def build_sandbox(
     bus: Bus | None,
     registry: CollectorRegistry,
     clock: Callable[[], float] = time.time,
+    state: Path | None = None,
 ) -> SandboxService:
-    """A sandbox as `settings` describe it, announcing its changes on `bus` (if any)."""
-    rng = random.Random(settings.sandbox_seed)
-    cloud = Cloud(latency=settings.sandbox_latency, failure_rate=settings.sandbox_failure_rate, rng=rng)
+    """A sandbox as `settings` describe it, announcing its changes on `bus` (if any),
+    keeping its state in the file `state` (if any) and restoring what that holds."""
+    behaviour = {"latency": settings.sandbox_latency, "failure_rate": settings.sandbox_failure_rate}
+    seed = settings.sandbox_seed
+    state_file = StateFile.open(state) if state is not None else None
+    saved = state_file.load() if state_file is not None else None
+    if saved is None or not (saved.resources or saved.counters):
+        cloud = Cloud(rng=random.Random(seed), **behaviour)
+    else:
+        created, generation = saved.counters.get("created", 0), saved.counters.get("generation", 0)
+        # A seeded cloud must not draw the ids it drew before the restart again.
+        rng = random.Random(f"{seed}:{created}:{generation}" if seed is not None else None)
+        cloud = Cloud.restore(
+            saved.resources, saved.keys, created=created, generation=generation, rng=rng, **behaviour
+        )
+        log.info("sandbox_restored", state=str(state), resources=len(saved.resources), created=cloud.created)
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
-    return SandboxService(cloud=cloud, notifier=notifier, metrics=SandboxMetrics(registry), clock=clock)
+    metrics = SandboxMetrics(registry)
+    return SandboxService(cloud=cloud, notifier=notifier, metrics=metrics, clock=clock, state=state_file)

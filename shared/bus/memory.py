@@ -2,17 +2,26 @@
 
 Used by `converge up` (every service in one process) and by deterministic
 protocol tests. Optional `Chaos` reorders, delays and duplicates deliveries
-from a seed, so one scenario can be replayed under many delivery orders.
+from a seed, so one scenario can be replayed under many delivery orders; it
+can also send a message again as a new one (another message id, which the
+engine's inbox does not recognise), as recovery does.
 `MemorySubscription.kill()` drops a consumer abruptly (its unacknowledged
 messages return to the queue, and its handlers still unwinding can no longer
 acknowledge anything), standing in for a crashed process.
+
+The queues live in the process's memory and end with it: nothing here is
+durable. `converge up` relies on the engine's start-up recovery instead
+(services/engine/recovery.py), which sends again, from the database, all
+work that was in flight when the process stopped or died.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,12 +34,14 @@ from shared.tasks import log_task_failure
 
 @dataclass(frozen=True)
 class Chaos:
-    """Seeded delivery disorder: swap order, delay, duplicate."""
+    """Seeded delivery disorder: swap order, delay, duplicate; `resend_rate`: the chance
+    that a message is also sent again under a new message id."""
 
     seed: int
     reorder: bool = True
     duplicate_rate: float = 0.0
     max_delay: float = 0.0  # seconds
+    resend_rate: float = 0.0
 
 
 @dataclass
@@ -73,18 +84,31 @@ class MemoryBus:
             await self.publish(queue, message)
 
     async def _enqueue(self, name: str, envelope: _Envelope, *, front: bool = False) -> None:
-        copies = 1
+        bodies = [envelope.body]
         if self._chaos and self._rng.random() < self._chaos.duplicate_rate:
-            copies = 2
-        for _ in range(copies):
+            bodies.append(envelope.body)
+        if self._chaos and self._chaos.resend_rate and self._rng.random() < self._chaos.resend_rate:
+            bodies.append(self._resent(envelope.body))
+        for body in bodies:
             delay = self._rng.uniform(0, self._chaos.max_delay) if self._chaos else 0.0
-            item = _Envelope(envelope.body, envelope.deliveries)
+            item = _Envelope(body, envelope.deliveries)
             if delay > 0:
                 task = asyncio.create_task(self._later(name, item, delay))
                 self._pending_delays.add(task)
                 task.add_done_callback(self._pending_delays.discard)
             else:
                 await self._put(name, item, front=front)
+
+    def _resent(self, body: bytes) -> bytes:
+        """The same message under a new id (a body that is not a message stays as it is)."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(message, dict) or "id" not in message:
+            return body
+        message["id"] = uuid.UUID(int=self._rng.getrandbits(128)).hex
+        return json.dumps(message, separators=(",", ":")).encode()
 
     async def _later(self, name: str, item: _Envelope, delay: float) -> None:
         await asyncio.sleep(delay)

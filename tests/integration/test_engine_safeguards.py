@@ -1,5 +1,6 @@
 """Engine safeguards: a stack that stops moving is reported (an event naming what is
-still running, a log line, a metric), and the orphan of a late replayed job is deleted.
+still running and what was sent again, a log line, a metric) and its work in flight is
+sent again, and the orphan of a late replayed job is deleted.
 
 Real: PostgreSQL, the engine, worker and observer (in-process bus). Also: orphans of late
 replayed jobs are cleaned up.
@@ -16,7 +17,9 @@ from tests.support.convergence import converge
 pytestmark = pytest.mark.integration
 
 
-async def test_a_stack_with_no_progress_is_reported_with_what_is_running(database_url: str) -> None:
+async def test_a_stack_with_no_progress_is_reported_with_what_is_running_and_sent_again(
+    database_url: str,
+) -> None:
     stuck = {"type": "OS::Heat::TestResource", "properties": {"action_wait_secs": {"create": 600}}}
     template = {"heat_template_version": "2016-10-14", "resources": {"stuck": stuck}}
     async with converge(database_url, seed=0, duplicate_rate=0.0, stall_seconds=0.5) as cv:
@@ -28,10 +31,13 @@ async def test_a_stack_with_no_progress_is_reported_with_what_is_running(databas
                 await asyncio.sleep(0.1)
         reports = [e for e in await cv.events(stack) if e["reason"].startswith("No progress for")]
         assert len(reports) == 1
-        assert reports[0]["reason"] == "No progress for 0s; still in progress: stuck"
+        # The worker answered "in progress": an observer is asked to watch it again.
+        assert (
+            reports[0]["reason"] == "No progress for 0s; still in progress: stuck; sent again: 1 observation"
+        )
         assert (reports[0]["action"], reports[0]["status"]) == ("CREATE", "IN_PROGRESS")
         assert await cv.engine.report_stalled() == 0, "the report itself counts as news for one period"
-        assert await cv.state(stack) == ("CREATE", "IN_PROGRESS"), "reporting changes nothing"
+        assert await cv.state(stack) == ("CREATE", "IN_PROGRESS"), "the resource is still being built"
 
 
 async def test_a_late_replayed_create_is_undone_so_nothing_leaks(database_url: str) -> None:

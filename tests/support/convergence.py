@@ -148,17 +148,21 @@ async def converge(
     *,
     seed: int,
     duplicate_rate: float = 0.2,
+    resend_rate: float = 0.0,
     stall_seconds: float = 300.0,
     crashes: CrashPlan | None = None,
     limits: TemplateLimits = DEFAULT_LIMITS,
     quotas: Quotas = DEFAULT_QUOTAS,
 ) -> AsyncIterator[Converge]:
+    """`resend_rate`: the chance that a message is also sent again under a new id (as
+    recovery sends work in flight again), which the engine's inbox does not drop."""
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
     pool = await connect(database_url, size=5)
     async with pool.acquire() as conn:
         await migrate(conn)
-    bus = MemoryBus(max_deliveries=10, chaos=Chaos(seed=seed, reorder=True, duplicate_rate=duplicate_rate))
+    chaos = Chaos(seed=seed, reorder=True, duplicate_rate=duplicate_rate, resend_rate=resend_rate)
+    bus = MemoryBus(max_deliveries=10, chaos=chaos)
     supervisor = Supervisor()
     engine = EngineService(
         pool=pool,

@@ -43,6 +43,7 @@ class FakeApi:
     posts_started: int = 0
     created: list[str] = field(default_factory=list)  # ids of items ever created
     refuse_deletes: str | None = None
+    bodies: dict[str, Any] = field(default_factory=dict)  # by id: the body that created each item
 
     @property
     def base(self) -> str:
@@ -65,6 +66,7 @@ class FakeApi:
             return web.json_response({"message": f"{body.get('_name')} was told to fail"}, status=400)
         item_id = f"it-{self.next_id}"
         self.created.append(item_id)
+        self.bodies[item_id] = body
         if key is not None:
             self.by_key[key] = item_id
         self.next_id += 1

@@ -31,6 +31,11 @@ def close_connections(name_contains: str) -> int:
     return closed
 
 
+def purge_queue(name: str) -> None:
+    """Drop every ready message of a queue, from the broker's side (messages lost)."""
+    rabbitmqctl("purge_queue", name)
+
+
 def set_policy(name: str, pattern: str, definition: str) -> None:
     rabbitmqctl("set_policy", "--apply-to", "queues", "--priority", "100", name, pattern, definition)
 

@@ -10,6 +10,7 @@ environment: bus, latency, seed) and waits for its `ready` log event;
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,14 +45,20 @@ class RunningUp:
 
 
 async def start_up(
-    data_dir: Path, database_url: str, *, latency: float = 0.1, env: dict[str, str] | None = None
+    data_dir: Path,
+    database_url: str | None,
+    *,
+    latency: float = 0.1,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunningUp:
-    """`converge up` with the in-process bus and sandbox, on a free port (`env`: more settings)."""
-    port = free_port()
+    """`converge up` with the in-process bus and sandbox, on a free port (or `port`);
+    `database_url` None: its embedded PostgreSQL under `data_dir`; `env` is added."""
+    port = port or free_port()
     env = {
         "CONVERGE_DATA_DIR": str(data_dir),
         "CONVERGE_API_PORT": str(port),
-        "CONVERGE_DATABASE_URL": database_url,
+        "CONVERGE_DATABASE_URL": database_url or "",
         "CONVERGE_AMQP_URL": "",
         "CONVERGE_SANDBOX_LATENCY": str(latency),
         **(env or {}),

@@ -128,34 +128,6 @@ class Store:
         )
         return int(traversals.split()[-1]), int(inbox.split()[-1])
 
-    async def stalled_stacks(self, *, seconds: float, now: float) -> list[asyncpg.Record]:
-        """Stacks in progress with no event for `seconds`, and what is still running."""
-        return await self._fetch(
-            """SELECT s.stack_id, s.name, s.action,
-                      ARRAY(SELECT r.name FROM resources r WHERE r.stack_id = s.stack_id
-                            AND r.status = 'IN_PROGRESS' ORDER BY r.name) AS running
-               FROM stacks s
-               WHERE s.status = 'IN_PROGRESS' AND s.deleted_at IS NULL
-                 AND (SELECT max(e.created_at) FROM events e WHERE e.stack_id = s.stack_id)
-                     < to_timestamp($1) - make_interval(secs => $2)
-               LIMIT 100""",
-            now,
-            seconds,
-        )
-
-    async def stack_event(self, stack_id: uuid.UUID, name: str, action: str, reason: str) -> None:
-        await self._execute(
-            """INSERT INTO events (event_id, stack_id, resource_name, physical_resource_id, resource_type,
-                                   action, status, reason)
-               VALUES ($1, $2, $3, $4, 'OS::Heat::Stack', $5, 'IN_PROGRESS', $6)""",
-            uuid.uuid4(),
-            stack_id,
-            name,
-            str(stack_id),
-            action,
-            reason,
-        )
-
     async def live_engines(self, *, within_seconds: float) -> list[uuid.UUID]:
         rows = await self._fetch(
             """SELECT engine_id FROM engines

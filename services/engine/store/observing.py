@@ -158,6 +158,14 @@ class ObservationStatements:
             gap,
         )
 
+    async def expire_open_rounds(self) -> int:
+        """Give up waiting on the looks of every open round (they died with an in-process
+        bus): each is closed, and judged, at the next tick. The number of rounds."""
+        status = await self._c.execute(
+            "UPDATE observations SET round_deadline = now() WHERE NOT round_closed AND round_deadline > now()"
+        )
+        return int(status.split()[-1])
+
     async def rounds_to_close(self, *, limit: int = 50) -> list[tuple[StackId, int]]:
         """(stack, cycle) of each open round whose looks were all answered or whose
         deadline passed."""

@@ -29,6 +29,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.store.observing import ObservationStatements
+from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -126,7 +127,7 @@ class EventRecord:
     reason: str
 
 
-class Tx(ObservationStatements, TenancyStatements):
+class Tx(ObservationStatements, TenancyStatements, RecoveryStatements):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
@@ -289,7 +290,8 @@ class Tx(ObservationStatements, TenancyStatements):
         rows = await self._c.fetch(
             """UPDATE resources SET current_job = NULL, job_node = NULL, job_properties = NULL,
                    properties = COALESCE(properties, job_properties),
-                   job_requires = NULL, job_template_id = NULL, status = 'FAILED', status_reason = $3,
+                   job_requires = NULL, job_template_id = NULL, observing_job = NULL,
+                   status = 'FAILED', status_reason = $3,
                    version = version + 1, updated_at = now()
                WHERE stack_id = $1 AND traversal_id = $2 AND current_job IS NOT NULL
                  AND physical_id IS NOT NULL
