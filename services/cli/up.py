@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
+from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import EngineService, heal_policy, quotas, template_limits
 from services.engine.store import open_database
 from services.observer.service import ObserverMetrics, ObserverService
@@ -125,8 +126,12 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             if settings.api_tokens
             else Tokens({credentials.token: Principal(credentials.project_id)})
         )
+        keystone = await stack.enter_async_context(open_keystone(keystone_config(settings)))
         app = build_app(
-            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+            health_routes(readiness=readiness, registry=registry),
+            api=engine.api(),
+            tokens=tokens,
+            keystone=keystone,
         )
         if sandbox is not None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
