@@ -10,6 +10,7 @@ PostgreSQL behind it. Nothing is faked.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -126,7 +127,7 @@ async def test_refused_service_credentials_or_no_keystone_mean_unavailable_not_u
             await auth.authenticate(alice)
 
 
-async def test_without_keystone_a_request_is_503_in_heats_shape_and_static_tokens_still_work(
+async def test_without_keystone_a_request_is_503_in_heats_shape_but_static_and_handle_tokens_work(
     database_url: str,
 ) -> None:
     async with (
@@ -148,5 +149,9 @@ async def test_without_keystone_a_request_is_503_in_heats_shape_and_static_token
                 assert "Keystone cannot be asked" in body["error"]["message"]
                 async with http.get(url, headers={"X-Auth-Token": "ops"}) as r:
                     assert r.status == 200
+                # A handle-shaped token signalling is the signal handler's to judge, never Keystone's.
+                signal = f"{url}/s/{uuid.uuid4()}/resources/handle/signal"
+                async with http.post(signal, json={}, headers={"X-Auth-Token": "a" * 48}) as r:
+                    assert r.status == 401
         finally:
             await runner.cleanup()
