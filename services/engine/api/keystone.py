@@ -186,7 +186,7 @@ class KeystoneAuthenticator:
             )
             status = reply.status
             if status == 200:
-                facts = facts_from_answer(reply.answer)
+                facts = self._read_facts(reply)
                 log.debug("keystone_token_validated", user_id=facts.user_id, project_id=facts.project_id)
                 return facts
             if status == 404:
@@ -223,12 +223,18 @@ class KeystoneAuthenticator:
                 "(or the application credential)",
             )
             raise KeystoneUnavailable(UNAVAILABLE)
-        try:
-            facts = facts_from_answer(reply.answer)
-        except TransientError as exc:
-            raise KeystoneUnavailable(UNAVAILABLE) from exc
+        facts = self._read_facts(reply)
         log.info("keystone_logged_in", user_id=facts.user_id, expires_at=facts.expires_at)
         return _ServiceToken(token, facts.expires_at)
+
+    @staticmethod
+    def _read_facts(reply: _Reply) -> TokenFacts:
+        """A token answer's facts; one that cannot be read is logged, and the caller gets 503."""
+        try:
+            return facts_from_answer(reply.answer)
+        except TransientError as exc:
+            log.warning("keystone_answer_unreadable", error=str(exc))
+            raise KeystoneUnavailable(UNAVAILABLE) from exc
 
     async def _request(
         self, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None
@@ -244,10 +250,12 @@ class KeystoneAuthenticator:
                 headers={"Accept": "application/json", **(headers or {})},
                 timeout=timeout,
             ) as response:
-                raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    log.warning("keystone_answer_too_large", path=path.split("?")[0])
-                    raise KeystoneUnavailable(UNAVAILABLE)
+                raw = bytearray()
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    raw += chunk
+                    if len(raw) > MAX_ANSWER_BYTES:
+                        log.warning("keystone_answer_too_large", path=path.split("?")[0])
+                        raise KeystoneUnavailable(UNAVAILABLE)
                 try:
                     answer = json.loads(raw) if raw else None
                 except ValueError:
