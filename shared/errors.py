@@ -6,6 +6,7 @@
 - `InvalidInput`: user input is wrong; nothing was changed. Carries the place
   (`resources.web.properties.image`) so the message names where.
 - `NotFound`: no such thing, or not visible to the caller.
+- `Forbidden`: the caller is known but its role does not allow this.
 
 Driver errors (asyncpg, aio-pika, aiohttp) are wrapped at their gateway with
 `raise ... from exc`; core code only ever sees these types.
@@ -60,6 +61,10 @@ class InvalidInput(PermanentError):
 
 class NotFound(PermanentError):
     """The thing asked for does not exist (or is not visible to the caller)."""
+
+
+class Forbidden(PermanentError):
+    """The caller is known but may not do this (a read-only role, a token with no usable role)."""
 
 
 class ConfigError(PermanentError):

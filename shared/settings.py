@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "CONVERGE_"
@@ -291,6 +291,63 @@ class EngineSettings(CommonSettings):
         description="How often each engine looks for stacks nothing has moved for stall_seconds "
         "(seconds); also done once at start-up.",
     )
+    # Keystone mode (services/engine/api/keystone.py): set keystone_url to validate Keystone
+    # tokens. The credentials are Converge's own service user's, as a Heat service user's.
+    keystone_username: str | None = Field(
+        None, description="Converge's service user in Keystone (with the `service` role), by name."
+    )
+    keystone_password: SecretStr | None = Field(None, description="The service user's password.")
+    keystone_project_name: str = Field(
+        "service", min_length=1, description="The project the service user's token is scoped to."
+    )
+    keystone_user_domain_name: str = Field("Default", min_length=1, description="The service user's domain.")
+    keystone_project_domain_name: str = Field(
+        "Default", min_length=1, description="The service project's domain."
+    )
+    keystone_application_credential_id: str | None = Field(
+        None, description="Instead of a user and password: an application credential's id."
+    )
+    keystone_application_credential_secret: SecretStr | None = Field(
+        None, description="The application credential's secret."
+    )
+    keystone_cache_seconds: float = Field(
+        300.0,
+        ge=0,
+        le=3600,
+        description="How long a validated token is believed without asking Keystone again "
+        "(seconds; never past the token's expiry; 0 = ask every time). A revoked token keeps "
+        "working at most this long; keystonemiddleware's default.",
+    )
+    keystone_cache_size: int = Field(
+        10_000, ge=1, le=1_000_000, description="Most validated tokens remembered (least recent go first)."
+    )
+    keystone_timeout_seconds: float = Field(
+        10.0, gt=0, le=300, description="How long one call to Keystone may take (seconds)."
+    )
+    keystone_url: EndpointUrl = Field(
+        None,
+        description="Keystone's Identity API, e.g. http://keystone:5000/v3 (`/v3` is added when "
+        "missing). Set = Keystone mode: tokens from Keystone are accepted, besides api_tokens. "
+        "Declared after the credentials, which its check reads.",
+    )
+
+    @field_validator("keystone_url")
+    @classmethod
+    def _keystone_credentials(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Keystone mode needs service credentials: a user and password, or an application credential."""
+        if value is None:
+            return None
+        given = {name for name, v in info.data.items() if name.startswith("keystone_") and v}
+        if {"keystone_username", "keystone_password"} <= given or {
+            "keystone_application_credential_id",
+            "keystone_application_credential_secret",
+        } <= given:
+            return value
+        raise ValueError(
+            f"needs {ENV_PREFIX}KEYSTONE_USERNAME and {ENV_PREFIX}KEYSTONE_PASSWORD (or "
+            f"{ENV_PREFIX}KEYSTONE_APPLICATION_CREDENTIAL_ID and _SECRET): the service credentials "
+            "Converge validates tokens with"
+        )
 
     @field_validator("database_url")
     @classmethod

@@ -17,6 +17,7 @@ import pytest
 
 from tests.support import rabbit
 from tests.support.databases import create_database, drop_database
+from tests.support.keystone import keystone  # noqa: F401  (a session fixture: one real Keystone a run)
 
 DB_URL = os.environ.get("CONVERGE_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 AMQP_URL = os.environ.get("CONVERGE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")

@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from services.cli.credentials import FILE_NAME, Credentials, ensure_credentials
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
+from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import (
     EngineService,
     api_limits,
@@ -203,8 +204,12 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             if credentials is not None
             else Tokens.parse(settings.api_tokens)
         )
+        keystone = await stack.enter_async_context(open_keystone(keystone_config(settings)))
         app = build_app(
-            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+            health_routes(readiness=readiness, registry=registry),
+            api=engine.api(),
+            tokens=tokens,
+            keystone=keystone,
         )
         if sandbox is not None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))

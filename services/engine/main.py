@@ -5,7 +5,7 @@
 
 Start-up order: settings (exit 2 if bad) -> logging -> database (embedded
 PostgreSQL when CONVERGE_DATABASE_URL is unset) -> migrations -> bus ->
-engine service -> HTTP. Shutdown runs the same list backwards.
+engine service -> Keystone client (Keystone mode) -> HTTP. Shutdown runs the same list backwards.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
+from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import (
     EngineService,
     api_limits,
@@ -83,10 +84,14 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         draining = asyncio.Event()
         readiness.add("not_draining", lambda: not draining.is_set())
         tokens = Tokens.parse(settings.api_tokens)
-        if not len(tokens):
+        keystone = await stack.enter_async_context(open_keystone(keystone_config(settings)))
+        if not len(tokens) and keystone is None:
             log.warning("no_api_tokens", hint="set CONVERGE_API_TOKENS; every /v1 request is refused")
         app = build_app(
-            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+            health_routes(readiness=readiness, registry=registry),
+            api=engine.api(),
+            tokens=tokens,
+            keystone=keystone,
         )
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)

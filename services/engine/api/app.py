@@ -4,7 +4,8 @@ Health and metrics routes are always there; the Heat v1 API joins when its
 dependencies are given, with the dashboard's static files (`/`,
 `/dashboard/...`, whose data calls are ordinary `/v1` calls), so `converge up`
 serves every endpoint on the one API port. Middlewares run outermost first:
-Heat-shaped errors, then authentication.
+Heat-shaped errors, then authentication (static tokens, and Keystone's when
+`keystone` is given).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from services.engine.api.auth import Tokens, auth_middleware
+from services.engine.api.auth import Authenticator, Tokens, auth_middleware
 from services.engine.api.catalog import CatalogRoutes
 from services.engine.api.dashboard import dashboard_routes
 from services.engine.api.deps import ApiDeps
@@ -27,13 +28,19 @@ MAX_BODY_BYTES = 2 * 1024 * 1024  # templates are limited to 1 MiB; leave room f
 
 
 def build_app(
-    routes: Iterable[web.RouteDef], *, api: ApiDeps | None = None, tokens: Tokens | None = None
+    routes: Iterable[web.RouteDef],
+    *,
+    api: ApiDeps | None = None,
+    tokens: Tokens | None = None,
+    keystone: Authenticator | None = None,
 ) -> web.Application:
     middlewares: list[Middleware] = [error_middleware]
     all_routes = [*routes, openapi_route()]
     if api is not None:
         middlewares.append(
-            auth_middleware(tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized)
+            auth_middleware(
+                tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized, keystone=keystone
+            )
         )
         all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes() + dashboard_routes()
     # A body holds a template, an environment and files: room for twice the template limit.

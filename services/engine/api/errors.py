@@ -3,7 +3,7 @@
     {"explanation", "code", "title", "error": {"message", "type", "traceback": null}}
 
 The middleware is the API's outermost boundary: Converge's typed errors map
-to their status (invalid input 400, not found 404, conflict 409, transient
+to their status (invalid input 400, forbidden 403, not found 404, conflict 409, transient
 503); anything else is logged and answered 500 without internals.
 """
 
@@ -16,7 +16,14 @@ import structlog
 from aiohttp import web
 
 from services.engine.api.views import json_response
-from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError, TransientError
+from shared.errors import (
+    ConflictError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PermanentError,
+    TransientError,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -35,6 +42,7 @@ _TITLES = {
 _EXPLANATIONS = {
     400: "The server could not comply with the request since it is either malformed or otherwise incorrect.",
     401: "This server could not verify that you are authorized to access the document you requested.",
+    403: "Access was denied to this resource.",
     404: "The resource could not be found.",
     405: "The method is not allowed for this resource.",
     409: "There was a conflict when trying to complete your request.",
@@ -58,6 +66,7 @@ def http_error(code: int, message: str, error_type: str) -> web.HTTPException:
     classes: dict[int, type[web.HTTPException]] = {
         400: web.HTTPBadRequest,
         401: web.HTTPUnauthorized,
+        403: web.HTTPForbidden,
         404: web.HTTPNotFound,
         409: web.HTTPConflict,
     }
@@ -114,6 +123,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
     except NotFound as exc:
         return json_response(error_body(404, str(exc), type(exc).__name__), status=404)
+    except Forbidden as exc:
+        return json_response(error_body(403, str(exc), type(exc).__name__), status=403)
     except InvalidInput as exc:
         return json_response(error_body(400, str(exc), type(exc).__name__), status=400)
     except ConflictError as exc:

@@ -29,6 +29,7 @@ Json = dict[str, Any]
 _ERROR_DESCRIPTIONS = {
     400: "Invalid input: the message names the problem.",
     401: "No valid X-Auth-Token header.",
+    403: "The token's role may not do this (a reader changing something), or grants nothing here.",
     404: "Not found (also: another project's URL, as if nothing were there).",
     405: "The method is not allowed on this path.",
     409: "Conflict with the stack's current state (e.g. a duplicate name, or no template yet).",
@@ -36,7 +37,7 @@ _ERROR_DESCRIPTIONS = {
     429: "Too many of these are open for this token (the message names the limit).",
 }
 #: Answers every /v1 operation may give, whatever its own.
-_V1_ERRORS = (400, 401, 404)
+_V1_ERRORS = (400, 401, 403, 404)
 
 
 def _ref(kind: str, name: str) -> Json:
@@ -87,7 +88,7 @@ def _operation(
     tag: str = "stacks",
     v1: bool = True,
 ) -> Json:
-    """One operation; /v1 operations need a token and may answer 400/401/404 as Heat does."""
+    """One operation; /v1 operations need a token and may answer 400/401/403/404 as Heat does."""
     op: Json = {"summary": summary, "tags": [tag], "responses": dict(responses)}
     parameters = [_ref("parameters", p) for p in params] + list(query)
     if parameters:
