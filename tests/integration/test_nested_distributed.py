@@ -207,12 +207,16 @@ async def test_a_tree_of_stacks_creates_updates_scales_rolls_back_and_deletes_ac
     assert started_by["engine-a"], started_by
     assert started_by["engine-b"], started_by
     assert started_by["engine-a"] | started_by["engine-b"] == members
+    # ... and checked resources of the tree's child stacks (the 70 checks below the top are
+    # shared out by the broker; the 10 of the member stacks alone are too few to be sure
+    # each engine gets one).
+    children = {str(s["stack_id"]) for level in levels.values() for s in level}
     checked_by = {
-        name: {e.get("stack_id") for e in events if e.get("event") == "check"} & members
+        name: {e.get("stack_id") for e in events if e.get("event") == "check"} & children
         for name, events in t.cluster.logs("engine").items()
     }
-    assert checked_by["engine-a"], "both engines checked member stacks"
-    assert checked_by["engine-b"], "both engines checked member stacks"
+    assert checked_by["engine-a"], "both engines checked child stacks"
+    assert checked_by["engine-b"], "both engines checked child stacks"
 
     # One leaf property: only the stacks on its path run an operation.
     inner_of = await t.member_index(top)
