@@ -70,7 +70,10 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         if not len(tokens):
             log.warning("no_api_tokens", hint="set CONVERGE_API_TOKENS; every /v1 request is refused")
         app = build_app(
-            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+            health_routes(readiness=readiness, registry=registry),
+            api=engine.api(),
+            tokens=tokens,
+            readiness=readiness,
         )
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)

@@ -29,6 +29,7 @@ _TITLES = {
     409: "Conflict",
     413: "Request Entity Too Large",
     500: "Internal Server Error",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 _EXPLANATIONS = {
@@ -39,6 +40,7 @@ _EXPLANATIONS = {
     409: "There was a conflict when trying to complete your request.",
     413: "The request is larger than the server is willing to process.",
     500: "The server has either erred or is incapable of performing the requested operation.",
+    501: "Converge does not implement this part of the Heat API.",
     503: "The server is currently unavailable. Please try again later.",
 }
 
@@ -58,6 +60,7 @@ def http_error(code: int, message: str, error_type: str) -> web.HTTPException:
         401: web.HTTPUnauthorized,
         404: web.HTTPNotFound,
         409: web.HTTPConflict,
+        501: web.HTTPNotImplemented,
     }
     exc_class = classes.get(code, web.HTTPBadRequest)
     return exc_class(text=json.dumps(error_body(code, message, error_type)), content_type="application/json")
