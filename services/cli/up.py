@@ -18,12 +18,14 @@ import asyncio
 import contextlib
 import sys
 import uuid
+from pathlib import Path
 
 import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry
 
 from services.cli.credentials import ensure_credentials
+from services.cli.launch import next_steps
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
 from services.engine.service import EngineService, heal_policy, quotas, template_limits
@@ -62,8 +64,8 @@ async def open_bus(settings: UpSettings) -> Bus:
 
 async def up(settings: UpSettings, stop: asyncio.Event) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    credentials = ensure_credentials(settings.data_dir)
     api_url = f"http://{settings.api_host}:{settings.api_port}"
+    credentials = ensure_credentials(settings.data_dir, url=api_url)
     types = load_types()
     registry, readiness = CollectorRegistry(), Readiness()
     supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
@@ -126,7 +128,10 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             else Tokens({credentials.token: Principal(credentials.project_id)})
         )
         app = build_app(
-            health_routes(readiness=readiness, registry=registry), api=engine.api(), tokens=tokens
+            health_routes(readiness=readiness, registry=registry),
+            api=engine.api(),
+            tokens=tokens,
+            readiness=readiness,
         )
         if sandbox is not None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))
@@ -134,12 +139,14 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(runner.cleanup)
         print(
             f"Converge is up.\n"
-            f"  API:     {api_url}/v1/{credentials.project_id}\n"
-            f"  Token:   {credentials.token}\n"
-            f"  Data:    {settings.data_dir.resolve()}\n"
-            f"  Sandbox: {sandbox_url}/v1/inventory\n"
-            f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}\n"
-            f"Press Ctrl-C to stop.",
+            f"  API:       {api_url}/v1/{credentials.project_id}\n"
+            f"  Token:     {credentials.token}\n"
+            f"  Dashboard: {api_url}/\n"
+            f"  Data:      {settings.data_dir.resolve()}\n"
+            f"  Sandbox:   {sandbox_url}/v1/inventory\n"
+            f"Next, in another terminal (in {Path.cwd()}):\n"
+            + "".join(f"  {line}\n" for line in next_steps(api_url, credentials.token))
+            + "Press Ctrl-C to stop.",
             file=sys.stdout,
             flush=True,
         )
