@@ -18,23 +18,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from tests.support import readme
 from tests.support.bus_fixtures import eventually
 from tests.support.ports import free_port
 from tests.support.unprivileged import Newcomer, newcomer
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 SEARCH_CHROMIUM = """for name in chromium chromium-browser google-chrome; do
   path=$(command -v "$name" || true)
   if [ -f "$path" ] && [ -x "$path" ]; then echo "$path"; fi
@@ -42,21 +40,11 @@ done
 echo none"""
 
 
-def block(marker: str) -> list[str]:
-    """The commands of the README's code block between `<!-- marker -->` and its end,
-    without comments and blank lines."""
-    text = (ROOT / "README.md").read_text()
-    found = re.search(rf"<!-- {marker} -->\n```sh\n(.*?)```\n<!-- /{marker} -->", text, re.S)
-    assert found is not None, f"README.md has the {marker} block"
-    lines = [line.split(" #")[0].rstrip() for line in found.group(1).splitlines()]
-    return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-
-
 def walkthrough() -> list[list[str]]:
     """The walkthrough's commands, in segments: a segment ends after the command that
     breaks something, where the test waits for Converge to notice and heal it."""
     segments: list[list[str]] = [[]]
-    for line in block("walkthrough"):
+    for line in readme.commands("walkthrough"):
         segments[-1].append(line)
         if "/break" in line:
             segments.append([])
@@ -104,7 +92,7 @@ async def terminal() -> AsyncIterator[Terminal]:
     port = free_port()
     assert port != 8004
     with newcomer() as user:
-        (command,) = block("quickstart")
+        (command,) = readme.commands("quickstart")
         process = await asyncio.create_subprocess_exec(
             *user.command(command.split(), {"CONVERGE_API_PORT": str(port)}),
             cwd=user.checkout,
@@ -158,7 +146,7 @@ async def test_the_quick_start_and_the_walkthrough_work_as_written_for_a_newcome
         assert user.hidden, "this machine's Chromium is hidden from the newcomer"
     seen = await run(user, [SEARCH_CHROMIUM])
     assert seen.split() == ["none"], "no Chromium the newcomer could run on PATH"
-    assert "8004" not in "\n".join(block("walkthrough")), "the walkthrough works on any port"
+    assert "8004" not in "\n".join(readme.commands("walkthrough")), "the walkthrough works on any port"
 
     await eventually(
         lambda: terminal.banner() is not None or terminal.process.returncode is not None, timeout=180
