@@ -139,11 +139,11 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(runner.cleanup)
         print(
             f"Converge is up.\n"
-            f"  API:       {api_url}/v1/{credentials.project_id}\n"
-            f"  Token:     {credentials.token}\n"
+            f"  API:     {api_url}/v1/{credentials.project_id}\n"
+            f"  Token:   {credentials.token}\n"
+            f"  Data:    {settings.data_dir.resolve()}\n"
+            f"  Sandbox: {sandbox_url}/v1/inventory\n"
             f"  Dashboard: {api_url}/\n"
-            f"  Data:      {settings.data_dir.resolve()}\n"
-            f"  Sandbox:   {sandbox_url}/v1/inventory\n"
             f"Next, in another terminal (in {Path.cwd()}):\n"
             + "".join(f"  {line}\n" for line in next_steps(api_url, credentials.token))
             + "Press Ctrl-C to stop.",
