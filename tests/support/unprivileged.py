@@ -124,8 +124,15 @@ def usable_python(user: Newcomer) -> str:
     candidates += [
         p for name in (f"python{wanted}", "python3") if (p := shutil.which(name, path=SYSTEM_PATH))
     ]
-    check = f"import sys; sys.exit(f'{{sys.version_info.major}}.{{sys.version_info.minor}}' != '{wanted}')"
+    check = (
+        f"import sys; sys.path[:0] = {site.getsitepackages()!r}; import aiohttp, pydantic; "
+        f"sys.exit(f'{{sys.version_info.major}}.{{sys.version_info.minor}}' != '{wanted}')"
+    )
     for candidate in dict.fromkeys(candidates):
         if subprocess.run(user.command([candidate, "-c", check]), capture_output=True).returncode == 0:
             return candidate
-    raise AssertionError(f"no Python {wanted} that the unprivileged user may run (tried {candidates})")
+    raise AssertionError(
+        f"no Python {wanted} that the unprivileged user may run (tried {candidates}), or the user "
+        f"cannot read this run's packages in {site.getsitepackages()}: every directory above them "
+        "must be open to others (o+rx), as a normal checkout's is"
+    )
