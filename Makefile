@@ -1,24 +1,34 @@
 # One entry point for everything: `make up`, `make test`, `make check`.
-PYTHON ?= python3
+# Runs wherever Python 3.11+ does, as any user: nothing here needs root, apt or a browser
+# (only CI's `make browser` does). PYTHON: the first of python3, python3.13, python3.12,
+# python3.11 that is 3.11 or newer, unless given (`make up PYTHON=/opt/py311/bin/python3`).
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { command -v $$p; break; }; done)
+endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install browser up cluster test test-long gabbits lint check bench clean
+.PHONY: install browser up cluster cluster-clean test test-long gabbits lint check bench clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: Converge needs Python 3.11 or newer, and found none" \
+		"(python3 is $$(python3 -V 2>&1)); install one, or give it: make $(MAKECMDGOALS) PYTHON=/path/to/python3.11" >&2; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,dev]' -e tests/plugins/converge_example_plugin
 	touch $@
 
-install: $(BIN)/.installed browser
+install: $(BIN)/.installed
 
-# The dashboard's browser tests drive Debian's Chromium through Playwright
-# (never `playwright install`): install the package when it is missing.
+# The dashboard's browser tests drive Chromium through Playwright (never
+# `playwright install`); without one `make test` skips them, saying how to get it.
+# CI (root, Debian) installs Debian's package first with this target.
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -q && apt-get install -y -q chromium; }
 
+# `converge up` in this checkout (its banner says what to run next, in another terminal).
 up: install
 	$(BIN)/converge up
 
@@ -35,6 +45,11 @@ CLUSTER_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 cluster: install
 	$(BIN)/python deploy/cluster.py --engines $(ENGINES) --workers $(WORKERS) --observers $(OBSERVERS) \
 		--sandboxes $(SANDBOXES) --port $(CLUSTER_PORT) \
+		--database-url '$(CLUSTER_DATABASE_URL)' --amqp-url '$(CLUSTER_AMQP_URL)'
+
+# What `make cluster` leaves behind: its database and its queues (CONVERGE_QUEUE_PREFIX).
+cluster-clean: install
+	$(BIN)/python deploy/cluster.py --clean \
 		--database-url '$(CLUSTER_DATABASE_URL)' --amqp-url '$(CLUSTER_AMQP_URL)'
 
 test: install

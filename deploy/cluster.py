@@ -6,13 +6,18 @@ It prepares what the processes share, then hands over to honcho, which runs
 
 1. creates the database if it is missing, and applies migrations
    (`converge-engine migrate`), so engines start on a ready schema;
-2. picks the API token (CONVERGE_API_TOKENS, or a generated one for project
-   `demo`) and prints the URLs, the token and each process's port;
+2. picks the API token (CONVERGE_API_TOKENS, or the one for project `demo`
+   kept in `<data dir>/credentials.json`, generated there on first use) and
+   records the first engine's URL there, where the `converge` CLI finds both;
+   prints the URLs, the token and each process's port;
 3. execs `honcho start` with the counts as concurrency. honcho sets `$PORT`
    per process: the Procfile's first line gets base, base+1, ..., each later
    line starts 100 higher, which `ports()` mirrors for the printout.
 
 Ctrl-C (SIGINT) or SIGTERM to honcho stops every process; each drains first.
+`--clean` (`make cluster-clean`) removes what a cluster leaves behind: its
+database (refused while anything is connected to it) and its queues and
+dead-letter exchange in RabbitMQ.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import secrets
 import shutil
 import socket
 import subprocess
@@ -29,8 +33,14 @@ from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import aio_pika
 import asyncpg
 from honcho.environ import parse_procfile  # type: ignore[import-untyped]
+
+from services.cli.credentials import FILE_NAME, Credentials, ensure_credentials
+from shared.notifications import notification_queue
+from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
+from shared.settings import SANDBOX_ENDPOINT
 
 PROCFILE = Path(__file__).resolve().parent / "Procfile"
 BIN = Path(sys.executable).parent
@@ -38,6 +48,7 @@ DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/converge_cluster"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_QUEUE_PREFIX = "converge-cluster"
 DEFAULT_BASE_PORT = 8004  # the first engine answers where `converge` looks by default
+DEFAULT_DATA_DIR = "./data"  # where `converge up` keeps credentials.json too: the CLI looks there
 PROJECT = "demo"
 # honcho SIGKILLs whatever still runs 5 s after the first process stopped
 # (honcho.manager.KILL_WAIT), so processes must finish draining before that.
@@ -103,6 +114,64 @@ async def ensure_database(url: str) -> bool:
         await conn.close()
 
 
+async def drop_database(url: str) -> bool:
+    """Drop the database `url` names; True if it was there. Refused while in use."""
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not name or name == "postgres":
+        raise LaunchError(f"{url}: name the cluster's own database, not {name or 'none'}")
+    server = urlunsplit(parts._replace(path="/postgres"))
+    try:
+        conn = await asyncpg.connect(server, timeout=10)
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise LaunchError(f"cannot connect to PostgreSQL at {server}: {exc}") from exc
+    try:
+        if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+            return False
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            await conn.execute(f"DROP DATABASE {quoted}")
+        except asyncpg.ObjectInUseError as exc:
+            raise LaunchError(f"database {name} is in use: stop the cluster first ({exc})") from exc
+        return True
+    finally:
+        await conn.close()
+
+
+async def delete_queues(url: str, prefix: str) -> list[str]:
+    """Delete the cluster's queues (each with its `.dead` queue) and its dead-letter exchange;
+    RabbitMQ takes the deletion of one that is not there as done."""
+    queues = [ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE, notification_queue(SANDBOX_ENDPOINT)]
+    names = [f"{prefix}.{queue}{suffix}" for queue in queues for suffix in ("", ".dead")]
+    try:
+        connection = await aio_pika.connect(url, timeout=10)
+    except (OSError, aio_pika.exceptions.AMQPError) as exc:
+        raise LaunchError(f"cannot connect to RabbitMQ at {urlsplit(url).hostname}: {exc}") from exc
+    async with connection:
+        channel = await connection.channel()
+        for name in names:
+            await channel.queue_delete(name)
+        await channel.exchange_delete(f"{prefix}.dead-letter")
+    return [*names, f"{prefix}.dead-letter"]
+
+
+def clean(args: argparse.Namespace) -> None:
+    dropped = asyncio.run(drop_database(args.database_url))
+    database = urlsplit(args.database_url).path.lstrip("/")
+    print(f"{'dropped' if dropped else 'no'} database {database}", flush=True)
+    asyncio.run(delete_queues(args.amqp_url, args.queue_prefix))
+    print(f"deleted the queues and exchange with prefix {args.queue_prefix}", flush=True)
+
+
+def cluster_credentials(data_dir: Path, api_url: str) -> Credentials:
+    """The CLI's token for project demo (kept across starts) with the cluster's URL recorded."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        return ensure_credentials(data_dir, url=api_url)
+    except (OSError, ValueError, KeyError) as exc:
+        raise LaunchError(f"cannot keep the credentials in {data_dir / FILE_NAME}: {exc}") from exc
+
+
 def service_environment(
     args: argparse.Namespace, layout: dict[str, list[int]], tokens: str
 ) -> dict[str, str]:
@@ -155,6 +224,8 @@ def banner(
                 f"  {name + ':':9} ports {', '.join(map(str, layout[name]))} (/healthz /readyz /metrics)"
             )
     if token:
+        credentials = (Path(args.data_dir) / FILE_NAME).resolve()
+        lines.append(f"  Credentials: {credentials} (the converge CLI finds the URL and token there)")
         lines.append(f"  export CONVERGE_URL={api} CONVERGE_TOKEN={token} CONVERGE_PROJECT={PROJECT}")
     lines.append("Ctrl-C stops every process; each drains its work first.")
     return "\n".join(lines)
@@ -179,6 +250,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--database-url", default=env("CONVERGE_DATABASE_URL") or DEFAULT_DATABASE_URL)
     parser.add_argument("--amqp-url", default=env("CONVERGE_AMQP_URL") or DEFAULT_AMQP_URL)
     parser.add_argument("--queue-prefix", default=env("CONVERGE_QUEUE_PREFIX") or DEFAULT_QUEUE_PREFIX)
+    parser.add_argument(
+        "--data-dir",
+        default=env("CONVERGE_DATA_DIR") or DEFAULT_DATA_DIR,
+        help="where credentials.json is kept (as `converge up` keeps it)",
+    )
+    parser.add_argument(
+        "--clean", action="store_true", help="remove the cluster's database, queues and exchange, and exit"
+    )
     args = parser.parse_args(argv)
     for name in ("engines", "workers", "observers"):
         if not 1 <= getattr(args, name) < PORT_STEP:
@@ -201,7 +280,8 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     if asyncio.run(ensure_database(args.database_url)):
         print(f"created database {urlsplit(args.database_url).path.lstrip('/')}", flush=True)
     tokens = os.environ.get("CONVERGE_API_TOKENS")
-    token = None if tokens else secrets.token_urlsafe(24)
+    api_url = f"http://127.0.0.1:{layout['engine'][0]}"
+    token = None if tokens else cluster_credentials(Path(args.data_dir), api_url).token
     environment = service_environment(args, layout, tokens or f"{token}={PROJECT}")
     migrate(environment)
     print(banner(args, counts, layout, token), flush=True)
@@ -225,9 +305,12 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        if args.clean:
+            clean(args)
+            return 0
         command, environment = prepare(args)
     except LaunchError as exc:
-        print(f"make cluster: {exc}", file=sys.stderr)
+        print(f"make cluster{'-clean' if args.clean else ''}: {exc}", file=sys.stderr)
         return 2
     os.execve(command[0], command, environment)
 

@@ -4,12 +4,20 @@ JSON lines when stderr is not a terminal, readable console output when it is.
 Context (service, stack_id, traversal_id, resource, job_id, message_id) is
 bound through contextvars where a message is received, so every line logged
 while handling it carries those fields.
+
+At `info` a service says what an operator follows: start-up, readiness, one
+line as each stack operation ends (`stack_complete`, `stack_failed`),
+drift, healing, draining. What happens per message (checks, jobs, watches,
+notifications) is logged at `debug`. Warnings of libraries about their own
+fallbacks that need no action (platformdirs' XDG_RUNTIME_DIR, which pgserver
+triggers on every start) are not shown.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from typing import Any, Literal
 
 import structlog
@@ -55,6 +63,9 @@ def configure_logging(*, level: str = "info", fmt: LogFormat = "auto") -> None:
     # Chatty at INFO about (re)connects and server start-up we log ourselves.
     for noisy in ("aiormq", "aio_pika", "pgserver"):
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+    # pgserver asks platformdirs for a runtime directory; without XDG_RUNTIME_DIR (any
+    # shell that did not log in through systemd) it falls back to a private one in /tmp.
+    warnings.filterwarnings("ignore", message=r"XDG_RUNTIME_DIR .*, falling back to")
 
 
 def get_logger(name: str | None = None, **context: Any) -> Any:

@@ -4,6 +4,8 @@ Each test session gets its own database (dropped at the end) and queue
 prefix (its queues and exchanges deleted at the end), so runs never see each
 other. URLs come from CONVERGE_TEST_DATABASE_URL / CONVERGE_TEST_AMQP_URL,
 which `make test` guarantees are reachable (tests/support/provide_services).
+When the browser tests were skipped for want of Chromium, the run ends with
+one line saying how to get it (tests/support/browser.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncpg
 import pytest
 
 from tests.support import rabbit
+from tests.support.browser import MISSING
 from tests.support.databases import create_database, drop_database
 from tests.support.keystone import keystone  # noqa: F401  (a session fixture: one real Keystone a run)
 
@@ -56,3 +59,9 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     yield conn
     await conn.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line saying how to get Chromium when the browser tests were skipped for want of it."""
+    if any(MISSING in str(report.longrepr) for report in terminalreporter.stats.get("skipped", [])):
+        terminalreporter.write_line(MISSING, yellow=True)

@@ -2,11 +2,13 @@
 
 Flags win over the environment, which wins over what `converge up` stored:
 
-    url      --url,     CONVERGE_URL,     http://127.0.0.1:8004
-    token    --token,   CONVERGE_TOKEN,   <CONVERGE_DATA_DIR or ./data>/credentials.json
+    url      --url,     CONVERGE_URL,     <CONVERGE_DATA_DIR or ./data>/credentials.json,
+                                          else http://127.0.0.1:8004
+    token    --token,   CONVERGE_TOKEN,   the same file
     project  --project, CONVERGE_PROJECT, the same file, else `demo`
 
-The credentials file is only read here, never written (`converge up` owns it).
+The credentials file is only read here, never written (`converge up` and
+`make cluster` write it, with the URL they serve on).
 """
 
 from __future__ import annotations
@@ -25,17 +27,19 @@ DEFAULT_DATA_DIR = "./data"
 def resolve_endpoint(
     *, url: str | None, token: str | None, project: str | None, env: Mapping[str, str]
 ) -> Endpoint:
-    url = (url or env.get("CONVERGE_URL") or DEFAULT_URL).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise CliError(f"the API URL must start with http:// or https://, got {url!r}")
+    url = url or env.get("CONVERGE_URL")
     token = token or env.get("CONVERGE_TOKEN")
     project = project or env.get("CONVERGE_PROJECT")
-    if token is None or project is None:
+    if url is None or token is None or project is None:
         data_dir = Path(env.get("CONVERGE_DATA_DIR") or DEFAULT_DATA_DIR)
         stored = _stored(data_dir / FILE_NAME, need=token is None)
+        url = url or stored.get("url")
         token = token or stored.get("token")
         project = project or stored.get("project_id") or DEFAULT_PROJECT
     assert token is not None  # _stored raised when the file was needed and had none
+    url = (url or DEFAULT_URL).rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise CliError(f"the API URL must start with http:// or https://, got {url!r}")
     return Endpoint(url=url, project_id=project, token=token)
 
 

@@ -1,13 +1,16 @@
 """`converge`: the user and operator command line.
 
-    converge up                       run every service in one process on embedded defaults
-    converge stack|resource|event|output|observe|template ...
+    converge up [--port PORT] [--data-dir DIR]
+                                      run every service in one process on embedded defaults
+    converge [--url URL] [--token TOKEN] [--project ID] stack|resource|event|output|observe|template ...
                                       client commands against the API (see `commands/`)
 
-This module only wires argparse and runs the chosen command: `up` is
-imported when asked for (it composes the services); the client commands
-talk HTTP only. Expected failures print one line to stderr and exit 1;
-Ctrl-C exits 130.
+This module only wires argparse and runs the chosen command. As with
+`openstack`, the connection options go before or after the command; an
+option the command does not know gets that command's own usage. `up` is
+started through `launch` (which imports the services only then); the client
+commands talk HTTP only. Expected failures print one line to stderr and exit
+1 (2 for bad usage or a bad setting); Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -16,26 +19,51 @@ import argparse
 import asyncio
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
+from services.cli import launch
 from services.cli.client import ApiClient, CliError
-from services.cli.commands import Console, Context, Handler, catalog, details, stacks
+from services.cli.commands import (
+    Console,
+    Context,
+    Groups,
+    Handler,
+    actions,
+    catalog,
+    connection_options,
+    details,
+    stacks,
+)
 from services.cli.config import resolve_endpoint
 from services.cli.output import Format, Output
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="converge", description="Converge orchestration engine")
+    parser.add_argument("--version", action="version", version=f"converge {_version()}")
+    connection_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("up", help="run engine, worker and observer in one process (embedded defaults)")
-    for module in (stacks, details, catalog):
-        module.register(commands)
+    launch.register(commands)
+    groups = Groups(commands)
+    for module in (stacks, actions, details, catalog):
+        module.register(groups)
     return parser
 
 
+def _version() -> str:
+    try:
+        return version("converge")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # say it with the usage of the command that was given them
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "up":
-        return run_up()
+        return launch.run(args)
     try:
         return asyncio.run(run_client(args.handler, args))
     except CliError as exc:
@@ -47,7 +75,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def run_client(handler: Handler, args: argparse.Namespace) -> int:
-    endpoint = resolve_endpoint(url=args.url, token=args.token, project=args.project, env=os.environ)
+    endpoint = resolve_endpoint(
+        url=getattr(args, "url", None),
+        token=getattr(args, "token", None),
+        project=getattr(args, "project", None),
+        env=os.environ,
+    )
     console = Console(out=sys.stdout, err=sys.stderr, live=sys.stderr.isatty(), confirm=_confirm)
     output = Output(Format(args.fmt), tuple(args.columns))
     async with ApiClient.open(endpoint) as api:
@@ -59,17 +92,6 @@ def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
         return True
     return input(question).strip().lower() in ("y", "yes")
-
-
-def run_up() -> int:
-    from services.cli.up import up
-    from shared.logging import configure_logging
-    from shared.service import run_service
-    from shared.settings import UpSettings, load_settings
-
-    settings = load_settings(UpSettings, program="converge up")
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
-    return run_service(lambda stop: up(settings, stop), name="up")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from services.cli.credentials import FILE_NAME, Credentials, ensure_credentials
+from services.cli.launch import next_steps
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
 from services.engine.api.keystone import keystone_config, open_keystone
@@ -107,7 +108,8 @@ def banner(
     if credentials is not None:
         api = f"{api_url}/v1/{credentials.project_id}"
         token = f"  Token:   {credentials.token}"
-        export = f"  export CONVERGE_URL={api_url} CONVERGE_TOKEN={credentials.token}"
+        steps = next_steps(api_url, credentials.token)
+        export = f"Next, in another terminal (in {Path.cwd()}):\n" + "\n".join(f"  {s}" for s in steps)
     else:
         api = f"{api_url}/v1/<project>"
         token = "  Tokens:  from CONVERGE_API_TOKENS (none is generated)"
@@ -123,6 +125,7 @@ def banner(
             token,
             f"  Data:    {settings.data_dir.resolve()}",
             f"  Sandbox: {sandbox_url}/v1/inventory",
+            f"  Dashboard: {api_url}/",
             export,
             "Press Ctrl-C to stop.",
         ]
@@ -131,9 +134,9 @@ def banner(
 
 async def up(settings: UpSettings, stop: asyncio.Event) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    # With CONVERGE_API_TOKENS set no demo token is made: it would not work.
-    credentials = None if settings.api_tokens else ensure_credentials(settings.data_dir)
     api_url = f"http://{settings.api_host}:{settings.api_port}"
+    # With CONVERGE_API_TOKENS set no demo token is made: it would not work.
+    credentials = None if settings.api_tokens else ensure_credentials(settings.data_dir, url=api_url)
     types = load_types()
     registry, readiness = CollectorRegistry(), Readiness()
     supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
@@ -210,6 +213,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
             api=engine.api(),
             tokens=tokens,
             keystone=keystone,
+            readiness=readiness,
         )
         if sandbox is not None:
             app.add_subapp(SANDBOX_MOUNT, build_sandbox_app(sandbox))

@@ -237,7 +237,7 @@ class Convergence:
             external_id=goal.external_id,
             nested=nested,
         )
-        log.info("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
+        log.debug("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
         adopt = {"template_id": stack.current_template_id, "deletion_policy": goal.deletion_policy.value}
         if decision.kind is Forward.NOTHING:
             await self._update(tx, row, requires=requires, **adopt)
@@ -352,7 +352,7 @@ class Convergence:
         self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
     ) -> None:
         decision = decide_cleanup(row, current_template_id=stack.current_template_id)
-        log.info("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
+        log.debug("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
         if decision is Cleanup.KEEP:
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision is Cleanup.LET_GO:
@@ -641,7 +641,7 @@ class Convergence:
             reason = f"Stack {action.value} completed successfully"
             if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
                 fx.stack_event(stack, action.value, "COMPLETE", reason)
-                log.info("stack_complete", action=action.value)
+                log.info("stack_complete", stack=stack.name, action=action.value)
                 await self._answers.stack_ended(tx, stack, Status.COMPLETE, reason, fx)
 
     async def _fail(

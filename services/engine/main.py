@@ -92,6 +92,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             api=engine.api(),
             tokens=tokens,
             keystone=keystone,
+            readiness=readiness,
         )
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)

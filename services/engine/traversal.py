@@ -147,7 +147,8 @@ async def _launch(
             stack.stack_id, traversal, Status.COMPLETE, done, deleted=action is Action.DELETE
         )
         fx.stack_event(stack, action.value, "COMPLETE", done)
-    log.info(
+        log.info("stack_complete", stack=stack.name, action=action.value)
+    log.debug(
         "traversal_started",
         stack_id=str(stack.stack_id),
         action=action.value,
@@ -205,7 +206,7 @@ async def fail_or_roll_back(
     if not await tx.set_stack_status(stack.stack_id, traversal, Status.FAILED, reason):
         return  # a newer operation took over
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
-    log.info("stack_failed", action=stack.action.value, reason=reason)
+    log.info("stack_failed", stack=stack.name, action=stack.action.value, reason=reason)
     # A heal converges to the template the stack already has: rolling it back would
     # only repeat it (healing retries it later, with backoff).
     repeat = (

@@ -142,7 +142,7 @@ class ObserverService:
         for w in woken:
             w.wake.set()
         self._metrics.notifications.labels(message.provider, "woke" if woken else "forwarded").inc()
-        structlog.get_logger("converge.observer").info(
+        structlog.get_logger("converge.observer").debug(
             "notification",
             notification_id=message.id,
             provider=message.provider,
@@ -191,7 +191,7 @@ class ObserverService:
             job_id=job.job_id,
         ):
             log = structlog.get_logger("converge.observer")
-            log.info(
+            log.debug(
                 "watching", physical_id=job.physical_id, action=job.action.value, attempt=delivery.attempt
             )
             self._metrics.watching.inc()
@@ -200,7 +200,7 @@ class ObserverService:
             finally:
                 self._metrics.watching.dec()
             self._metrics.settled.labels(result.outcome.value).inc()
-            log.info("settled", outcome=result.outcome.value, reason=result.reason or None)
+            log.debug("settled", outcome=result.outcome.value, reason=result.reason or None)
             await self._bus.publish(job.reply_to, result)
 
     async def _look(self, message: ObserveResource) -> None:

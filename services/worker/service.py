@@ -60,7 +60,9 @@ class WorkerService:
             job_id=job.job_id,
         ):
             log = structlog.get_logger("converge.worker")
-            log.info("job_started", action=job.action.value, type=job.resource_type, attempt=delivery.attempt)
+            log.debug(
+                "job_started", action=job.action.value, type=job.resource_type, attempt=delivery.attempt
+            )
             started = time.monotonic()
             self._metrics.in_flight.inc()
             try:
@@ -70,7 +72,7 @@ class WorkerService:
             elapsed = time.monotonic() - started
             self._metrics.jobs.labels(job.resource_type, job.action.value, result.outcome.value).inc()
             self._metrics.seconds.labels(job.resource_type, job.action.value).observe(elapsed)
-            log.info(
+            log.debug(
                 "job_finished",
                 outcome=result.outcome.value,
                 physical_id=result.physical_id,

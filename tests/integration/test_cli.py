@@ -2,24 +2,21 @@
 
 Real: the `converge` executable run as a subprocess, `converge up` (embedded
 PostgreSQL, in-process bus) on a free port, HTTP, the credentials file it
-writes. One `converge up` serves the whole module; each test uses its own stacks.
+writes (tests/support/cli.py). One `converge up` serves the whole module; each
+test uses its own stacks. The commands a Heat user knows from `openstack stack`
+beyond these are in test_cli_commands.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import Server, running_up, unique
 from tests.support.ports import free_port
-from tests.support.processes import BIN
 
 pytestmark = pytest.mark.integration
 
@@ -65,106 +62,13 @@ resources:
   thing:
     type: OS::Nope::Missing
 """
-CLIENT_VARIABLES = ("CONVERGE_URL", "CONVERGE_TOKEN", "CONVERGE_PROJECT", "CONVERGE_DATA_DIR")
-
-
-@dataclass(frozen=True)
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-@dataclass(frozen=True)
-class Server:
-    url: str
-    data_dir: Path
-    files: Path
-
-    def converge(self, *args: str, env: dict[str, str] | None = None) -> Result:
-        """Run the real `converge` executable with this server's URL and credentials."""
-        base = {k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES}
-        overrides = {"CONVERGE_URL": self.url, "CONVERGE_DATA_DIR": str(self.data_dir), **(env or {})}
-        done = subprocess.run(
-            [str(BIN / "converge"), *args],
-            env={**base, **overrides},
-            cwd=self.files,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        for stream in (done.stdout, done.stderr):
-            assert "Traceback" not in stream, stream
-        return Result(done.returncode, done.stdout, done.stderr)
-
-    def ok(self, *args: str) -> Result:
-        result = self.converge(*args)
-        assert result.code == 0, f"converge {' '.join(args)}:\n{result.out}\n{result.err}"
-        return result
-
-    def json(self, *args: str) -> object:
-        return json.loads(self.ok(*args, "-f", "json").out)
-
-    @property
-    def token(self) -> str:
-        return str(json.loads((self.data_dir / "credentials.json").read_text())["token"])
+FILES = {"template.yaml": TEMPLATE, "failing.yaml": FAILING, "slow.yaml": SLOW, "unknown.yaml": UNKNOWN_TYPE}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    root = tmp_path_factory.mktemp("cli")
-    data_dir, files = root / "data", root / "files"
-    files.mkdir()
-    for name, text in {
-        "template.yaml": TEMPLATE,
-        "failing.yaml": FAILING,
-        "slow.yaml": SLOW,
-        "unknown.yaml": UNKNOWN_TYPE,
-    }.items():
-        (files / name).write_text(text)
-    port = free_port()
-    log_path = root / "up.log"
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES},
-        "CONVERGE_DATA_DIR": str(data_dir),
-        "CONVERGE_API_PORT": str(port),
-        "CONVERGE_LOG_FORMAT": "json",
-    }
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [str(BIN / "converge"), "up"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_until_ready(process, log_path, timeout=90)
-        yield Server(f"http://127.0.0.1:{port}", data_dir, files)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
-def wait_until_ready(process: subprocess.Popen[bytes], log_path: Path, *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log_path.read_text(errors="replace")
-        if any(_event(line) == "ready" for line in text.splitlines()):
-            return
-        if process.poll() is not None:
-            raise AssertionError(f"converge up exited with {process.returncode}:\n{text[-4000:]}")
-        time.sleep(0.1)  # polling the log for the condition, bounded by the deadline
-    raise AssertionError(f"converge up was not ready within {timeout} s:\n{log_path.read_text()[-4000:]}")
-
-
-def _event(line: str) -> str | None:
-    try:
-        parsed = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return parsed.get("event") if isinstance(parsed, dict) else None
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+    with running_up(tmp_path_factory.mktemp("cli"), FILES) as running:
+        yield running
 
 
 def test_create_wait_reports_progress_and_the_stack_comes_up_with_its_output(server: Server) -> None:

@@ -2,7 +2,8 @@
 
 Real: the `make cluster` launcher (deploy/cluster.py) and honcho, the console
 scripts as OS processes, PostgreSQL, RabbitMQ, the HTTP API with the token
-the launcher printed, and real signals. The scaling test starts processes
+the launcher printed (and the `converge` CLI with the credentials.json it
+wrote), `make cluster-clean` (the launcher's --clean), and real signals. The scaling test starts processes
 itself (tests/support/processes.py) and manages a REST API on 127.0.0.1
 through Converge::HTTP::Resource, whose items are the real world it checks.
 The sandbox joins the cluster once `converge-sandbox` is installed.
@@ -11,20 +12,27 @@ The sandbox joins the cluster once `converge-sandbox` is installed.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import signal
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import aio_pika
 import aiohttp
+import asyncpg
 import pytest
 
 from tests.support.bus_fixtures import eventually
-from tests.support.cluster import PORT_STEP, LaunchedCluster, free_base_port
+from tests.support.cluster import LAUNCHER, PORT_STEP, LaunchedCluster, free_base_port
 from tests.support.deploy_files import procfile
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
-from tests.support.processes import ServiceProcess
+from tests.support.processes import BIN, ServiceProcess
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +92,7 @@ async def health(port: int) -> dict[str, int]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 async def test_the_procfile_cluster_comes_up_converges_a_stack_and_stops_cleanly(
-    stop: signal.Signals, database_url: str, amqp_url: str, queue_prefix: str
+    stop: signal.Signals, database_url: str, amqp_url: str, queue_prefix: str, tmp_path: Path
 ) -> None:
     counts = {"engine": 1, "worker": 2, "observer": 1, "sandbox": 1}
     names = list(procfile())
@@ -93,7 +101,7 @@ async def test_the_procfile_cluster_comes_up_converges_a_stack_and_stops_cleanly
         [
             *("--engines", "1", "--workers", "2", "--observers", "1", "--sandboxes", str(counts["sandbox"])),
             *("--port", str(base), "--database-url", database_url, "--amqp-url", amqp_url),
-            *("--queue-prefix", queue_prefix),
+            *("--queue-prefix", queue_prefix, "--data-dir", str(tmp_path)),
         ],
         {"CONVERGE_API_TOKENS": ""},  # the launcher generates and prints one
     )
@@ -110,6 +118,13 @@ async def test_the_procfile_cluster_comes_up_converges_a_stack_and_stops_cleanly
         exported = next(line for line in cluster.preamble if "export CONVERGE_URL=" in line)
         settings = dict(re.findall(r"(CONVERGE_\w+)=(\S+)", exported))
         assert settings["CONVERGE_URL"] == f"http://127.0.0.1:{base}"
+        stored = json.loads((tmp_path / "credentials.json").read_text())
+        assert stored == {
+            "token": settings["CONVERGE_TOKEN"],
+            "project_id": "demo",
+            "url": settings["CONVERGE_URL"],
+        }
+        assert stored["token"][0].isalnum(), "a token never starts with '-'"
         sandbox_url = f"http://127.0.0.1:{ports.get('sandbox.1')}"
 
         api = f"{settings['CONVERGE_URL']}/v1/{settings['CONVERGE_PROJECT']}"
@@ -122,6 +137,8 @@ async def test_the_procfile_cluster_comes_up_converges_a_stack_and_stops_cleanly
             template["resources"]["thing"] = thing
         resources = await create_and_wait(api, settings["CONVERGE_TOKEN"], "cluster", template)
         assert sorted(r["resource_name"] for r in resources) == sorted(template["resources"])
+        listed = await converge_cli(["stack", "list", "-f", "value", "-c", "Stack Name"], tmp_path)
+        assert listed == "cluster", "the CLI finds the cluster's URL and token in credentials.json"
         assert {r["resource_status"] for r in resources} == {"CREATE_COMPLETE"}
         jobs = [e for w in ("worker.1", "worker.2") for e in cluster.logged(w, "job_started")]
         assert len({e["resource"] for e in jobs}) == len(template["resources"]), (
@@ -158,6 +175,92 @@ def http_things(api: FakeApi, count: int) -> dict[str, Any]:
         for i in range(count)
     }
     return {"heat_template_version": "2018-08-31", "resources": resources}
+
+
+async def converge_cli(argv: list[str], data_dir: Path) -> str:
+    """The `converge` CLI with nothing but CONVERGE_DATA_DIR to go by; its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVERGE_")}
+    process = await asyncio.create_subprocess_exec(
+        str(BIN / "converge"),
+        *argv,
+        env={**env, "CONVERGE_DATA_DIR": str(data_dir)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode().strip()
+
+
+async def clean(database_url: str, amqp_url: str, queue_prefix: str) -> tuple[int, str]:
+    """`make cluster-clean` for this cluster: exit code and output."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(LAUNCHER),
+        *("--clean", "--database-url", database_url, "--amqp-url", amqp_url, "--queue-prefix", queue_prefix),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    async with asyncio.timeout(60):
+        out, _ = await process.communicate()
+    return process.returncode or 0, out.decode()
+
+
+async def leftovers(database_url: str, amqp_url: str, queue_prefix: str) -> tuple[bool, list[str]]:
+    """Whether the cluster's database exists, and which of its queues do."""
+    parts = urlsplit(database_url)
+    conn = await asyncpg.connect(urlunsplit(parts._replace(path="/postgres")))
+    try:
+        database = bool(await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", parts.path[1:]))
+    finally:
+        await conn.close()
+    present = []
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        for queue in ("engine", "jobs", "observe", "notifications.sandbox"):
+            channel = await connection.channel()
+            try:
+                await channel.declare_queue(f"{queue_prefix}.{queue}", passive=True)
+                present.append(queue)
+            except aio_pika.exceptions.ChannelClosed:
+                pass
+    return database, present
+
+
+@pytest.mark.timeout(120)
+async def test_cluster_clean_removes_the_database_and_queues_but_not_from_under_a_running_cluster(
+    database_url: str, amqp_url: str, queue_prefix: str, tmp_path: Path
+) -> None:
+    names = list(procfile())
+    base = free_base_port(len(names), 1)
+    cluster = LaunchedCluster(
+        [
+            *("--engines", "1", "--workers", "1", "--observers", "1", "--sandboxes", "1"),
+            *("--port", str(base), "--database-url", database_url, "--amqp-url", amqp_url),
+            *("--queue-prefix", queue_prefix, "--data-dir", str(tmp_path)),
+        ],
+        {"CONVERGE_API_TOKENS": ""},
+    )
+    await cluster.start()
+    try:
+        await cluster.wait_ready(["engine.1", "worker.1", "observer.1", "sandbox.1"])
+        assert await leftovers(database_url, amqp_url, queue_prefix) == (
+            True,
+            ["engine", "jobs", "observe", "notifications.sandbox"],
+        )
+        code, out = await clean(database_url, amqp_url, queue_prefix)
+        assert code == 2, out
+        assert "is in use: stop the cluster first" in out
+        assert (await leftovers(database_url, amqp_url, queue_prefix))[0], "nothing removed from under it"
+        cluster.signal(signal.SIGINT)
+        await cluster.wait()
+    finally:
+        await cluster.stop()
+    code, out = await clean(database_url, amqp_url, queue_prefix)
+    assert code == 0, out
+    assert await leftovers(database_url, amqp_url, queue_prefix) == (False, [])
+    assert (await clean(database_url, amqp_url, queue_prefix))[0] == 0, "cleaning twice is fine"
 
 
 def resources_in(process: ServiceProcess, event: str) -> set[str]:

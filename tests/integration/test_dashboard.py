@@ -2,7 +2,8 @@
 
 Real: `converge up` (engine, worker, observer, the in-process sandbox cloud,
 PostgreSQL) started as its own process, the dashboard's files as the engine
-serves them, and Debian's headless Chromium driven through Playwright. The
+serves them, and a headless Chromium (tests/support/browser.py: skipped
+without one) driven through Playwright. The
 test does what a person would: signs in, creates the examples' web tier,
 watches it converge in the graph, opens a resource, previews and applies an
 update, cancels a slow one, observes, and deletes. Screenshots of the graph
@@ -22,14 +23,15 @@ import pytest
 import yaml
 from playwright.async_api import Browser, Page, Route, async_playwright, expect
 
+from tests.support.browser import MISSING, find_chromium
 from tests.support.sandbox import RunningUp, start_up
 
-pytestmark = pytest.mark.integration
+CHROMIUM = find_chromium()
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(CHROMIUM is None, reason=MISSING)]
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "services" / "engine" / "dashboard" / "static"
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
-CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 60_000
 
 expect.set_options(timeout=WAIT_MS)

@@ -27,7 +27,17 @@ from tests.support.tenancy import Tenant, hot, message, nested_stack, tenants, u
 pytestmark = pytest.mark.integration
 
 #: Routes without a project, that hold no tenant's objects.
-PUBLIC = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/", "/dashboard/{file}"}
+PUBLIC = {
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/",
+    "/dashboard/{file}",
+    "/healthcheck",
+    "/v1",
+    "/v1/",
+}
 #: Project-level routes: no stack in the path; the ids they take are tried below (`smuggled`).
 PROJECT_LEVEL = {
     "/v1/{project_id}/stacks",
@@ -38,6 +48,13 @@ PROJECT_LEVEL = {
     "/v1/{project_id}/template_versions",
     "/v1/{project_id}/template_versions/{version}/functions",
     "/v1/{project_id}/validate",
+    # Heat's, not Converge's: they answer 501 and look nothing up
+    "/v1/{project_id}/services",
+    "/v1/{project_id}/software_configs",
+    "/v1/{project_id}/software_configs/{config_id}",
+    "/v1/{project_id}/software_deployments",
+    "/v1/{project_id}/software_deployments/metadata/{server_id}",
+    "/v1/{project_id}/software_deployments/{deployment_id}",
 }
 ACTIONS = [
     {"check": None},
@@ -110,6 +127,7 @@ def requests_for(path: str, method: str, victim: Victim, project: str) -> list[t
         "resource_name": "precious",
         "event_id": victim.event_id,
         "output_key": "out",
+        "snapshot_id": victim.event_id,  # any id: snapshots are not supported
     }
     identities = ["bstack", victim.stack_id] if "{stack_identity}" in path else [None]
     bodies: list[Any] = [None]

@@ -72,7 +72,7 @@ class LaunchedCluster:
             sys.executable,
             str(LAUNCHER),
             *self.args,
-            env={**os.environ, "CONVERGE_LOG_FORMAT": "json", **self.env},
+            env={**os.environ, "CONVERGE_LOG_FORMAT": "json", "CONVERGE_LOG_LEVEL": "debug", **self.env},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )

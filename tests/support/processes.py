@@ -33,7 +33,7 @@ class ServiceProcess:
         self.process = await asyncio.create_subprocess_exec(
             str(BIN / self.argv[0]),
             *self.argv[1:],
-            env={**os.environ, "CONVERGE_LOG_FORMAT": "json", **self.env},
+            env={**os.environ, "CONVERGE_LOG_FORMAT": "json", "CONVERGE_LOG_LEVEL": "debug", **self.env},
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )

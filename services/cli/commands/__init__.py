@@ -1,10 +1,15 @@
 """Client commands of `converge`: each module registers its argparse subcommands.
 
-`main` builds the parser from `register` functions here, resolves the
-endpoint and runs the chosen handler with a `Context`: the API client, the
-console streams and how to print, plus the clock and sleep used for polling
-(injected, so nothing here reaches for globals). A handler returns the exit
-code; expected failures raise `CliError`.
+`main` builds the parser from `register` functions here (each adds commands
+to the groups it needs: `stack`, `resource`, ...), resolves the endpoint and
+runs the chosen handler with a `Context`: the API client, the console streams
+and how to print, plus the clock and sleep used for polling (injected, so
+nothing here reaches for globals). A handler returns the exit code; expected
+failures raise `CliError`.
+
+The connection options (`--url`, `--token`, `--project`) are taken before the
+command and after it alike (as `openstack --os-... stack list`): both parsers
+know them, with no default, so neither overwrites what the other was given.
 """
 
 from __future__ import annotations
@@ -51,13 +56,60 @@ Handler = Callable[[argparse.Namespace, Context], Awaitable[int]]
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
+#: The command groups and what each is for, in the order `converge --help` lists them.
+GROUPS = {
+    "stack": "create, update, delete, inspect and act on stacks",
+    "resource": "inspect a stack's resources, signal them, mark them unhealthy",
+    "output": "read a stack's outputs",
+    "event": "read a stack's events",
+    "template": "check templates",
+    "observe": "watch a stack's real resources for drift",
+}
+
+
+class Groups:
+    """The `converge GROUP ACTION` parsers: `groups("stack")` is where `stack` actions go."""
+
+    def __init__(self, commands: Subparsers) -> None:
+        self._commands = commands
+        self._groups: dict[str, Subparsers] = {}
+        self.common = client_options()
+
+    def __call__(self, name: str) -> Subparsers:
+        if name not in self._groups:
+            group = self._commands.add_parser(name, help=GROUPS[name], description=GROUPS[name])
+            group.set_defaults(parser=group)
+            self._groups[name] = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+        return self._groups[name]
+
+    def command(self, group: str, name: str, handler: Handler, *, help: str) -> argparse.ArgumentParser:
+        return command(self(group), name, handler, help=help, common=self.common)
+
+
+def connection_options(parser: argparse.ArgumentParser) -> None:
+    """--url, --token and --project, with no default (see the module's docstring)."""
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--url",
+        default=argparse.SUPPRESS,
+        help="API URL without /v1 (default: CONVERGE_URL, the URL in credentials.json, "
+        "else http://127.0.0.1:8004)",
+    )
+    group.add_argument(
+        "--token", default=argparse.SUPPRESS, help="auth token (default: CONVERGE_TOKEN or credentials.json)"
+    )
+    group.add_argument(
+        "--project",
+        default=argparse.SUPPRESS,
+        help="project id (default: CONVERGE_PROJECT or credentials.json)",
+    )
+
+
 def client_options() -> argparse.ArgumentParser:
     """Options every client command takes (a parent parser)."""
     common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("connection and output")
-    group.add_argument("--url", help="API URL without /v1 (default: CONVERGE_URL or http://127.0.0.1:8004)")
-    group.add_argument("--token", help="auth token (default: CONVERGE_TOKEN or credentials.json)")
-    group.add_argument("--project", help="project id (default: CONVERGE_PROJECT or credentials.json)")
+    connection_options(common)
+    group = common.add_argument_group("output")
     group.add_argument(
         "-f", "--format", dest="fmt", choices=[f.value for f in Format], default=Format.TABLE.value
     )
@@ -71,7 +123,7 @@ def command(
     parent: Subparsers, name: str, handler: Handler, *, help: str, common: argparse.ArgumentParser
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = parent.add_parser(name, help=help, description=help, parents=[common])
-    parser.set_defaults(handler=handler)
+    parser.set_defaults(handler=handler, parser=parser)
     return parser
 
 

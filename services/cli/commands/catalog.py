@@ -10,31 +10,21 @@ from __future__ import annotations
 
 import argparse
 
-from services.cli.commands import Context, Subparsers, client_options, command, find_stack, stack_path
-from services.cli.inputs import load_document, merged_environment, parse_parameters
+from services.cli.commands import Context, Groups, find_stack, stack_path
+from services.cli.commands.stacks import goal_body, goal_options
 
 
-def register(subparsers: Subparsers) -> None:
-    common = client_options()
+def register(groups: Groups) -> None:
+    validate = groups.command("template", "validate", validate_template, help="validate a template")
+    goal_options(validate, template_required=True, wait=False)
 
-    template = subparsers.add_parser("template", help="check templates")
-    templates = template.add_subparsers(dest="action", required=True, metavar="ACTION")
-    validate = command(templates, "validate", validate_template, help="validate a template", common=common)
-    validate.add_argument("-t", "--template", required=True, help="template file (YAML or JSON)")
-    validate.add_argument("-e", "--environment", action="append", default=[], help="environment file")
-    validate.add_argument("--parameter", action="append", default=[], metavar="KEY=VALUE")
-
-    observe = subparsers.add_parser("observe", help="watch a stack's real resources for drift")
-    observing = observe.add_subparsers(dest="action", required=True, metavar="ACTION")
-    start = command(observing, "start", observe_start, help="start observing a stack", common=common)
+    start = groups.command("observe", "start", observe_start, help="start observing a stack")
     start.add_argument("stack", metavar="STACK")
     start.add_argument("--interval", type=_positive, required=True, metavar="SECONDS")
     start.add_argument("--heal", action="store_true", help="converge drifted resources back to the goal")
-    stop = command(observing, "stop", observe_stop, help="stop observing a stack", common=common)
+    stop = groups.command("observe", "stop", observe_stop, help="stop observing a stack")
     stop.add_argument("stack", metavar="STACK")
-    show = command(
-        observing, "show", observe_show, help="show a stack's observation and drift", common=common
-    )
+    show = groups.command("observe", "show", observe_show, help="show a stack's observation and drift")
     show.add_argument("stack", metavar="STACK")
 
 
@@ -46,12 +36,7 @@ def _positive(text: str) -> int:
 
 
 async def validate_template(args: argparse.Namespace, ctx: Context) -> int:
-    body = {
-        "template": load_document(args.template, what="template"),
-        "environment": merged_environment(args.environment),
-        "parameters": parse_parameters(args.parameter),
-    }
-    ctx.print(ctx.output.record(await ctx.api.post("validate", body)))
+    ctx.print(ctx.output.record(await ctx.api.post("validate", goal_body(args))))
     return 0
 
 

@@ -1,9 +1,11 @@
-"""What is inside a stack: `converge resource ...`, `converge output ...`, `converge event list`.
+"""What is inside a stack: `converge resource list|show`, `converge output list|show`,
+`converge event list`.
 
 All read-only. A stack is named by name or id; the API's redirect to the
-canonical URL is followed by the client. `event list --follow` keeps
-printing new events (see `waiting.follow_events`) as log lines, or one JSON
-object / YAML document per event with `-f json|yaml`.
+canonical URL is followed by the client. `output show --all` shows every
+output with its value. `event list --follow` keeps printing new events (see
+`waiting.follow_events`) as log lines, or one JSON object / YAML document per
+event with `-f json|yaml`; `--limit` and `--marker` page through them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from services.cli.client import segment
-from services.cli.commands import Context, Subparsers, client_options, command, find_stack, stack_path
+from services.cli.client import CliError, segment
+from services.cli.commands import Context, Groups, find_stack, stack_path
 from services.cli.commands.waiting import event_line, events_after, follow_events
 from services.cli.output import Column, Format
 
@@ -36,32 +38,37 @@ EVENT_COLUMNS = [
 OUTPUT_COLUMNS = [Column("Output Key", "output_key"), Column("Description", "description")]
 
 
-def register(subparsers: Subparsers) -> None:
-    common = client_options()
-
-    resource = subparsers.add_parser("resource", help="inspect a stack's resources")
-    resources = resource.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = command(resources, "list", list_resources, help="list a stack's resources", common=common)
+def register(groups: Groups) -> None:
+    listing = groups.command("resource", "list", list_resources, help="list a stack's resources")
     listing.add_argument("stack", metavar="STACK")
-    show = command(resources, "show", show_resource, help="show one resource", common=common)
+    show = groups.command("resource", "show", show_resource, help="show one resource")
     show.add_argument("stack", metavar="STACK")
     show.add_argument("resource", metavar="RESOURCE")
 
-    output = subparsers.add_parser("output", help="read a stack's outputs")
-    outputs = output.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = command(outputs, "list", list_outputs, help="list a stack's outputs", common=common)
+    listing = groups.command("output", "list", list_outputs, help="list a stack's outputs")
     listing.add_argument("stack", metavar="STACK")
-    show = command(outputs, "show", show_output, help="show one output and its value", common=common)
+    show = groups.command("output", "show", show_output, help="show an output and its value (or --all)")
     show.add_argument("stack", metavar="STACK")
-    show.add_argument("key", metavar="KEY")
+    show.add_argument("key", metavar="KEY", nargs="?")
+    show.add_argument("--all", action="store_true", help="every output, with its value")
 
-    event = subparsers.add_parser("event", help="read a stack's events")
-    events = event.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = command(events, "list", list_events, help="list a stack's events, oldest first", common=common)
+    listing = groups.command("event", "list", list_events, help="list a stack's events, oldest first")
     listing.add_argument("stack", metavar="STACK")
     listing.add_argument(
         "--follow", action="store_true", help="keep printing new events until the stack settles"
     )
+    listing.add_argument("--limit", type=_positive, metavar="N", help="list at most N events")
+    listing.add_argument("--marker", metavar="ID", help="list the events after the one with this id")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 async def list_resources(args: argparse.Namespace, ctx: Context) -> int:
@@ -85,8 +92,15 @@ async def list_outputs(args: argparse.Namespace, ctx: Context) -> int:
 
 
 async def show_output(args: argparse.Namespace, ctx: Context) -> int:
-    path = stack_path(await find_stack(ctx, args.stack))
-    ctx.print(ctx.output.record((await ctx.api.get(f"{path}/outputs/{segment(args.key)}"))["output"]))
+    if args.all == (args.key is not None):
+        raise CliError("output show takes an output KEY or --all")
+    stack = await find_stack(ctx, args.stack)
+    if args.all:  # as `openstack stack output show --all`: each output under its key
+        outputs = {o["output_key"]: o for o in stack.get("outputs") or []}
+        ctx.print(ctx.output.record(outputs))
+        return 0
+    output = (await ctx.api.get(f"{stack_path(stack)}/outputs/{segment(args.key)}"))["output"]
+    ctx.print(ctx.output.record(output))
     return 0
 
 
@@ -95,7 +109,11 @@ async def list_events(args: argparse.Namespace, ctx: Context) -> int:
     if args.follow:
         await follow_events(ctx, path, lambda event: ctx.print(_streamed(event, ctx.output.fmt)))
         return 0
-    events = [event async for event in events_after(ctx, path, None)]
+    events: list[dict[str, Any]] = []
+    async for event in events_after(ctx, path, args.marker):
+        events.append(event)
+        if args.limit is not None and len(events) >= args.limit:
+            break
     ctx.print(ctx.output.rows(events, EVENT_COLUMNS))
     return 0
 

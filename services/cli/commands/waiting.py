@@ -5,7 +5,8 @@ IN_PROGRESS. `--wait` reads the stack and its resources and shows one line
 (done / in progress / failed, elapsed time): rewritten in place on a
 terminal, printed again only when it changes otherwise. It goes to stderr,
 so stdout keeps only the result. `--follow` pages new events with
-`?marker=<last id>`.
+`?marker=<last id>`. An operation that failed, or was rolled back, ends
+`--wait` with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -84,8 +85,11 @@ async def wait_for_stack(ctx: Context, path: str, *, gone_is_done: bool = False)
 
 
 async def check_outcome(ctx: Context, path: str, stack: dict[str, Any]) -> None:
-    """Raise a CliError naming the reason (and failed resources) if the operation failed."""
+    """Raise a CliError naming the reason (and failed resources) if the operation failed,
+    or was rolled back (the goal was not reached either way)."""
     status = str(stack.get("stack_status", ""))
+    if status.startswith("ROLLBACK_"):
+        raise CliError(f"stack {stack['stack_name']} {status}: {await _why_rolled_back(ctx, path, stack)}")
     if not status.endswith("_FAILED"):
         return
     lines = [f"stack {stack['stack_name']} {status}: {stack.get('stack_status_reason') or 'no reason given'}"]
@@ -99,6 +103,18 @@ async def check_outcome(ctx: Context, path: str, stack: dict[str, Any]) -> None:
         if str(r.get("resource_status", "")).endswith("_FAILED")
     ]
     raise CliError("\n".join(lines))
+
+
+async def _why_rolled_back(ctx: Context, path: str, stack: dict[str, Any]) -> str:
+    """The reason the operation that was rolled back failed: its stack's latest *_FAILED event."""
+    params = {"limit": str(EVENT_PAGE), "sort_dir": "desc"}
+    events = (await ctx.api.get(f"{path}/events", params))["events"]
+    for event in events:
+        if event.get("resource_name") == stack["stack_name"] and str(event.get("resource_status")).endswith(
+            "_FAILED"
+        ):
+            return f"rolled back after {event['resource_status']}: {event.get('resource_status_reason')}"
+    return str(stack.get("stack_status_reason") or "rolled back")
 
 
 async def events_after(ctx: Context, path: str, marker: str | None) -> AsyncIterator[dict[str, Any]]:

@@ -147,7 +147,7 @@ def auth_middleware(
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         parts = request.path.split("/")
-        if len(parts) < 3 or parts[1] != "v1":
+        if len(parts) < 3 or parts[1] != "v1" or request.path == "/v1/":  # /v1/: the version document
             return await handler(request)
         token = request.headers.get("X-Auth-Token", "")
         principal = tokens.lookup(token)

@@ -37,6 +37,7 @@ _TITLES = {
     413: "Request Entity Too Large",
     429: "Too Many Requests",
     500: "Internal Server Error",
+    501: "Not Implemented",
     503: "Service Unavailable",
 }
 _EXPLANATIONS = {
@@ -49,6 +50,7 @@ _EXPLANATIONS = {
     413: "The request is larger than the server is willing to process.",
     429: "Too many requests of this kind are in progress; try again when one has finished.",
     500: "The server has either erred or is incapable of performing the requested operation.",
+    501: "Converge does not implement this part of the Heat API.",
     503: "The server is currently unavailable. Please try again later.",
 }
 
@@ -69,6 +71,7 @@ def http_error(code: int, message: str, error_type: str) -> web.HTTPException:
         403: web.HTTPForbidden,
         404: web.HTTPNotFound,
         409: web.HTTPConflict,
+        501: web.HTTPNotImplemented,
     }
     exc_class = classes.get(code, web.HTTPBadRequest)
     return exc_class(text=json.dumps(error_body(code, message, error_type)), content_type="application/json")

@@ -16,11 +16,13 @@ token, like `/healthz` (the auth middleware only guards `/v1/...`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from services.engine.api.discovery import UNSUPPORTED, UNSUPPORTED_UNDER_STACK
 from services.engine.api.requests import StackBody
 from services.engine.api.views import json_response
 
@@ -35,6 +37,7 @@ _ERROR_DESCRIPTIONS = {
     409: "Conflict with the stack's current state (e.g. a duplicate name, or no template yet).",
     413: "The body is larger than this operation accepts (the message names the limit).",
     429: "Too many of these are open for this token (the message names the limit).",
+    501: "Not supported by Converge: the message names what.",
 }
 #: Answers every /v1 operation may give, whatever its own.
 _V1_ERRORS = (400, 401, 403, 404)
@@ -124,6 +127,10 @@ _STACK_LIST_QUERY = (
     _query("stack_status", {"type": "string"}, "Only stacks in this state, e.g. CREATE_COMPLETE."),
     _query("status", {"type": "string"}, "Alias of stack_status."),
     _query("id", {"type": "string", "format": "uuid"}, "Only the stack with this id (repeatable)."),
+    _query("tags", {"type": "string"}, "Only stacks with every one of these comma-separated tags."),
+    _query("tags_any", {"type": "string"}, "Only stacks with at least one of these comma-separated tags."),
+    _query("not_tags", {"type": "string"}, "Only stacks without at least one of these comma-separated tags."),
+    _query("not_tags_any", {"type": "string"}, "Only stacks with none of these comma-separated tags."),
     _bool_query("global_tenant", "Admins only: list every project's stacks."),
     _bool_query("show_deleted", "Include deleted stacks."),
     _bool_query(
@@ -228,6 +235,10 @@ _MARK_UNHEALTHY_BODY = _object(
     },
     required=("mark_unhealthy",),
 )
+_VERSIONS = _list_of(
+    "versions",
+    _object({"id": {"type": "string"}, "status": {"type": "string"}, "links": {"type": "array"}}),
+)
 _HEAT_ERROR = _object(
     {
         "explanation": {"type": "string"},
@@ -259,6 +270,10 @@ def _components() -> Json:
         "output_key": "An output's name in the template.",
         "type_name": "A resource type, e.g. OS::Heat::TestResource.",
         "version": "A template version, e.g. heat_template_version.2016-10-14.",
+        "config_id": "A software config's id (not supported by Converge).",
+        "deployment_id": "A software deployment's id (not supported by Converge).",
+        "server_id": "A server's id (not supported by Converge).",
+        "snapshot_id": "A stack snapshot's id (not supported by Converge).",
     }
     return {
         "securitySchemes": {"XAuthToken": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}},
@@ -276,6 +291,14 @@ def _service_paths() -> Json:
         ok = {"description": description, "content": {content_type: {"schema": {}}}}
         return {"get": _operation(summary, {"200": ok}, tag="service", v1=False)}
 
+    versions = {
+        "get": _operation(
+            "Heat's version document (no token needed)",
+            {"200": _json(_VERSIONS, "The API versions.")},
+            tag="service",
+            v1=False,
+        )
+    }
     ready = plain("Readiness: every named check is true", "Ready.")
     ready["get"]["responses"]["503"] = _json(_ANY_OBJECT, "Not ready, naming the failing checks.")
     return {
@@ -283,7 +306,37 @@ def _service_paths() -> Json:
         "/readyz": ready,
         "/metrics": plain("Prometheus metrics", "Text exposition format.", "text/plain"),
         "/openapi.json": plain("This document", "The OpenAPI document."),
-        "/": plain("The web dashboard's page (no data; it signs in with a token)", "HTML.", "text/html"),
+        "/": {
+            "get": _operation(
+                "The web dashboard's page (no data; it signs in with a token); Heat's version "
+                "document for a client that prefers JSON",
+                {
+                    "200": {"description": "HTML.", "content": {"text/html": {"schema": {}}}},
+                    "300": _json(_VERSIONS, "The version document (Accept: application/json)."),
+                },
+                tag="service",
+                v1=False,
+            )
+        },
+        "/v1": versions,
+        "/v1/": versions,
+        "/healthcheck": {
+            "get": _operation(
+                "Health as Heat's API reports it (oslo.middleware healthcheck); HEAD answers 204 or 503",
+                {
+                    "200": {
+                        "description": "Taking work: OK (text/plain, application/json or text/html).",
+                        "content": {kind: {"schema": {}} for kind in ("text/plain", "application/json")},
+                    },
+                    "503": {
+                        "description": "Not taking work (draining); the reasons.",
+                        "content": {kind: {"schema": {}} for kind in ("text/plain", "application/json")},
+                    },
+                },
+                tag="service",
+                v1=False,
+            )
+        },
         "/dashboard/{file}": {
             "get": {
                 **_operation(
@@ -537,6 +590,24 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
     }
 
 
+def _unsupported_paths() -> Json:
+    """Heat endpoints Converge does not implement: each answers 501 naming what."""
+    one = "/v1/{project_id}/stacks/{stack_name}/{stack_id}"
+    routes = [(u.method, u.path, u.what) for u in UNSUPPORTED]
+    routes += [(u.method, f"{one}/{u.path}", u.what) for u in UNSUPPORTED_UNDER_STACK]
+    paths: Json = {}
+    for method, path, what in routes:
+        params = tuple(re.findall(r"\{(\w+)\}", path))
+        paths.setdefault(path, {})[method.lower()] = _operation(
+            f"Not supported by Converge: {what}",
+            {},
+            params=params,
+            errors=(501,),
+            tag="unsupported",
+        )
+    return paths
+
+
 def openapi_document() -> Json:
     """The whole document, rebuilt on each call (it is small); pure."""
     return {
@@ -553,8 +624,9 @@ def openapi_document() -> Json:
             },
             {"name": "stacks", "description": "Stacks, their resources, events and outputs."},
             {"name": "catalog", "description": "Resource types, template versions, validation."},
+            {"name": "unsupported", "description": "Heat endpoints Converge does not implement (501)."},
         ],
-        "paths": {**_service_paths(), **_stack_paths(), **_catalog_paths()},
+        "paths": {**_service_paths(), **_stack_paths(), **_catalog_paths(), **_unsupported_paths()},
         "components": _components(),
     }
 

@@ -24,6 +24,7 @@ from services.engine.api import live
 from services.engine.api import resources as resource_routes
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
+from services.engine.api.discovery import not_supported, unsupported_under_stack
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.masking import NO_SECRETS
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
@@ -36,6 +37,8 @@ from services.engine.store.queries import StackFilter, StackView
 from shared.errors import ConflictError
 
 MAX_LIST = 1000
+MAX_FILTER_TAGS = 50  # tags one list filter may name
+MAX_TAG_LENGTH = 255
 STACK_ACTIONS = {"check": Action.CHECK, "suspend": Action.SUSPEND, "resume": Action.RESUME}
 
 
@@ -80,6 +83,10 @@ class StackRoutes:
                 names=query_values(request, ("name", "stack_name")),
                 statuses=query_values(request, ("stack_status", "status")),
                 ids=[uuid.UUID(i) for i in q.getall("id", []) if _is_uuid(i)],
+                tags=tag_filter(request, "tags"),
+                tags_any=tag_filter(request, "tags_any"),
+                not_tags=tag_filter(request, "not_tags"),
+                not_tags_any=tag_filter(request, "not_tags_any"),
                 show_deleted=q.get("show_deleted", "").lower() == "true",
                 show_nested=q.get("show_nested", "").lower() == "true",
                 sort_key=q.get("sort_keys", "creation_time"),
@@ -228,6 +235,8 @@ class StackRoutes:
             return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
             return await resource_routes.dispatch(self._d, request, stack, rest)
+        if (feature := unsupported_under_stack(rest)) is not None:
+            raise not_supported(feature)
         raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
 
     async def show(self, request: web.Request, stack: StackView) -> web.Response:
@@ -344,6 +353,17 @@ def preview_view(stack: StackRow, tags: list[str]) -> StackView:
         None,
         None,
     )
+
+
+def tag_filter(request: web.Request, name: str) -> list[str]:
+    """A tags filter of the stack list: comma-separated tags, the parameter repeatable (as
+    Heat takes it); at most MAX_FILTER_TAGS tags of at most MAX_TAG_LENGTH characters."""
+    tags = [t.strip() for value in query_values(request, (name,)) for t in value.split(",") if t.strip()]
+    if len(tags) > MAX_FILTER_TAGS:
+        raise bad_request(f"{name}: at most {MAX_FILTER_TAGS} tags, got {len(tags)}")
+    if too_long := [t for t in tags if len(t) > MAX_TAG_LENGTH]:
+        raise bad_request(f"{name}: a tag is at most {MAX_TAG_LENGTH} characters: {too_long[0][:40]!r}...")
+    return tags
 
 
 def _is_uuid(text: str) -> bool:

@@ -58,6 +58,10 @@ class StackFilter:
     limit: int = 1000
     marker: uuid.UUID | None = None
     show_nested: bool = False  # nested stacks are listed only when asked for
+    tags: Sequence[str] = ()  # has every one of these tags
+    tags_any: Sequence[str] = ()  # has at least one of them
+    not_tags: Sequence[str] = ()  # lacks at least one of them
+    not_tags_any: Sequence[str] = ()  # has none of them
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,10 @@ class Queries:
             (f.names, "name = ANY(${})"),
             (f.statuses, "(action || '_' || status) = ANY(${})"),
             (f.ids, "stack_id = ANY(${})"),
+            (f.tags, "tags @> ${}::text[]"),
+            (f.tags_any, "tags && ${}::text[]"),
+            (f.not_tags, "NOT tags @> ${}::text[]"),
+            (f.not_tags_any, "NOT tags && ${}::text[]"),
         ):
             if values:
                 args.append(list(values))
