@@ -16,6 +16,7 @@ children, so its abandon data can adopt them again.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
@@ -162,8 +164,19 @@ class Operations:
         await self._outbox.publish(ids, effects.messages)
         return stack_id
 
-    async def update(self, stack_id: StackId, goal: Goal | GoalSpec) -> TraversalId:
-        return await _retrying(lambda: self._change(stack_id, goal, Action.UPDATE))
+    async def update(
+        self,
+        stack_id: StackId,
+        goal: Goal | GoalSpec,
+        *,
+        settings: UpdateSettings | None = None,
+        patch: bool = False,
+        action: Action = Action.UPDATE,
+    ) -> TraversalId:
+        """Converge the stack to `goal`. `settings` (the body's tags, timeout, rollback
+        and converge flag) change the stack's own settings as Heat's update does, a PATCH
+        (`patch`) keeping the tags it does not give (`core.updates.settings_after`)."""
+        return await _retrying(lambda: self._change(stack_id, goal, action, settings=settings, patch=patch))
 
     async def delete(self, stack_id: StackId) -> TraversalId:
         return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
@@ -309,7 +322,15 @@ class Operations:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
-    async def _change(self, stack_id: StackId, goal: Goal | GoalSpec, action: Action) -> TraversalId:
+    async def _change(
+        self,
+        stack_id: StackId,
+        goal: Goal | GoalSpec,
+        action: Action,
+        *,
+        settings: UpdateSettings | None = None,
+        patch: bool = False,
+    ) -> TraversalId:
         async with self._store.transaction() as tx:
             stack = await tx.stack(stack_id)
         if stack is None:
@@ -327,10 +348,28 @@ class Operations:
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
+            if settings is not None:
+                locked = await self._settle_settings(tx, locked, settings, patch=patch)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
+            if settings is not None and settings.converge:
+                await tx.set_converge(traversal)  # each resource is observed before it is decided
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
+
+    async def _settle_settings(
+        self, tx: Tx, stack: StackRow, settings: UpdateSettings, *, patch: bool
+    ) -> StackRow:
+        """Store the tags, timeout and rollback setting the update leaves; the stack as it is then."""
+        current = await tx.stack_settings(stack.stack_id)
+        if current is None:
+            raise StackNotFound(f"stack {stack.stack_id} not found")
+        after = settings_after(settings, current, patch=patch)
+        if after != current:
+            await tx.set_stack_settings(stack.stack_id, after)
+        return dataclasses.replace(
+            stack, timeout_mins=after.timeout_mins, disable_rollback=after.disable_rollback
+        )
 
     async def _begin(
         self,

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from services.engine.api import live
 from services.engine.api import resources as resource_routes
+from services.engine.api import snapshots as snapshot_routes
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, unauthorized
@@ -98,7 +99,7 @@ class StackRoutes:
         return json_response({"stacks": views})
 
     async def create(self, request: web.Request) -> web.Response:
-        body = await parse_body(request, StackBody)
+        body = (await parse_body(request, StackBody)).for_create()
         if body.stack_name is None:
             raise bad_request("stack_name is required")
         if not body.has_template() and body.adopt_stack_data is None:
@@ -228,6 +229,8 @@ class StackRoutes:
             return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
             return await resource_routes.dispatch(self._d, request, stack, rest)
+        if snapshot_routes.is_snapshot_path(rest):
+            return await snapshot_routes.dispatch(self._d, request, stack, rest)
         raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
 
     async def show(self, request: web.Request, stack: StackView) -> web.Response:
@@ -255,17 +258,22 @@ class StackRoutes:
         return json_response({"observation": view})
 
     async def update(self, request: web.Request, stack: StackView) -> web.Response:
+        """Update to the template and inputs given; tags not given are removed, timeout_mins
+        and disable_rollback not given are kept (Heat's rules, `core.updates`)."""
         body = await parse_body(request, StackBody)
         if not body.has_template():
             raise bad_request("a template is required (use PATCH to keep the current one)")
-        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec())
+        settings = body.update_settings()
+        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec(), settings=settings)
         return web.Response(status=202)
 
     async def patch(self, request: web.Request, stack: StackView) -> web.Response:
-        """Update keeping the current template, parameters, environment and files where omitted."""
+        """Update keeping what is omitted: the template, files, the environment and the
+        parameters merged as Heat merges them, less `clear_parameters`; tags too."""
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec(current))
+        goal, settings = body.goal_spec(current), body.update_settings()
+        await self._d.operations.update(StackId(stack.stack_id), goal, settings=settings, patch=True)
         return web.Response(status=202)
 
     async def delete(self, request: web.Request, stack: StackView) -> web.Response:
