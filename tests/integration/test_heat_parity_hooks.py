@@ -161,7 +161,8 @@ async def test_a_pre_create_hook_pauses_only_its_resource_and_what_depends_on_it
         return {r.resource_name: r.resource_status for r in listed}
 
     async def paused() -> bool:
-        return PAUSED in await heat.reasons(stack_id, "held") and (await states())["free"] == "CREATE_COMPLETE"
+        free_done = (await states())["free"] == "CREATE_COMPLETE"
+        return free_done and PAUSED in await heat.reasons(stack_id, "held")
 
     await eventually(paused, timeout=30)
     assert await states() == {"free": "CREATE_COMPLETE", "held": "INIT_COMPLETE", "after": "INIT_COMPLETE"}
