@@ -34,6 +34,7 @@ from services.engine.goals import Goal
 from services.engine.observation import observe_settings
 from services.engine.operations import draft_stack
 from services.engine.store.queries import StackFilter, StackView
+from services.engine.template.environment import FACADE_SECTION
 from shared.errors import ConflictError
 
 MAX_LIST = 1000
@@ -293,6 +294,7 @@ class StackRoutes:
         value: Any = {"template": goal.template, "environment": goal.environment, "files": goal.files}[what]
         if what == "environment":  # hidden parameters' values masked, as Heat does
             value = {"parameters": {}, "parameter_defaults": {}, "resource_registry": {}, **dict(value)}
+            value.pop(FACADE_SECTION, None)  # Converge's own, for a child's resource_facade
             secrets = await self._d.secrets.for_stack(stack.stack_id)
             for section in ("parameters", "parameter_defaults"):
                 if isinstance(value[section], dict):
