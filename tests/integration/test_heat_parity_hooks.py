@@ -301,3 +301,29 @@ def _yaml(document: dict[str, Any]) -> str:
     import yaml
 
     return str(yaml.safe_dump(document))
+
+
+async def test_clearing_a_hook_needs_a_project_token_not_a_handles(heat: Heat) -> None:
+    """A wait-condition handle's own token signals that handle and nothing more: it cannot
+    clear the hook the handle is paused at (401, as a wrong token); a project token can."""
+    import aiohttp
+
+    template = {
+        "heat_template_version": "2016-10-14",
+        "resources": {"h": {"type": "OS::Heat::WaitConditionHandle"}},
+    }
+    stack_id = await heat.create("handles", template)
+    await heat.until(stack_id, "CREATE_COMPLETE")
+    token = (await heat.run(heat.hc.resources.get, stack_id, "h")).attributes["token"]
+    environment = {"resource_registry": {"resources": {"h": {"hooks": "pre-update"}}}}
+    await heat.run(heat.hc.stacks.update, stack_id, existing=True, environment=environment)
+    update_paused = "UPDATE paused until Hook pre-update is cleared"
+    await eventually(lambda: _has(heat, stack_id, "h", update_paused), timeout=30)
+
+    url = f"{heat.cli.endpoint}/stacks/handles/{stack_id}/resources/h/signal"
+    async with aiohttp.ClientSession() as http:
+        for who, status in ((token, 401), ("t1", 200)):
+            body = {"unset_hook": "pre-update"}
+            async with http.post(url, json=body, headers={"X-Auth-Token": who}) as answer:
+                assert answer.status == status, await answer.text()
+    await heat.until(stack_id, "UPDATE_COMPLETE")
