@@ -40,6 +40,7 @@ class JobAction(StrEnum):
     CHECK = "check"  # observe the resource: does it exist and is it healthy?
     SUSPEND = "suspend"
     RESUME = "resume"
+    SNAPSHOT = "snapshot"  # keep a copy (types that support snapshots), for a stack snapshot
 
 
 class JobOutcome(StrEnum):
@@ -69,6 +70,8 @@ class ResourceJob(Message):
     previous_properties: dict[str, Any] | None = None
     deadline: float = Field(description="time.time() instant after which the action is abandoned")
     reply_to: str = ENGINE_QUEUE
+    # A delete of a resource whose deletion_policy is Snapshot: its snapshot is taken first.
+    snapshot_first: bool = False
 
 
 class JobResult(Message):
@@ -92,6 +95,7 @@ class JobResult(Message):
     properties: dict[str, Any] = Field(default_factory=dict)
     stack_name: str = ""
     project_id: str = ""
+    snapshot: dict[str, Any] | None = None  # what a snapshot kept (snapshot, or delete after one)
 
     def undo(self, *, job_id: str, deadline: float) -> ResourceJob:
         """A job deleting what this result's job created (an orphan nobody owns)."""
@@ -160,13 +164,17 @@ class ObserveResource(Message):
 
     `job` (action `check`) names the resource and carries the properties the
     engine last applied, as the plugin's `observe` needs them; `cycle` is the
-    observation round of the stack.
+    observation round of the stack. With `gate_node` (and `gate_traversal`) the
+    look is an update's (`converge: true`): that node's check waits for the
+    answer, so one is always sent, even when the resource cannot be observed.
     """
 
     kind = "resource.look"
 
     job: ResourceJob
     cycle: int
+    gate_traversal: str | None = None
+    gate_node: int | None = None
 
 
 class ResourceObserved(Message):
@@ -183,6 +191,8 @@ class ResourceObserved(Message):
     attributes: dict[str, Any] = Field(default_factory=dict)
     properties: dict[str, Any] | None = None  # actual values, where the provider exposes them
     expected: dict[str, Any] = Field(default_factory=dict)  # what the request said was applied
+    gate_traversal: str | None = None  # the look's, when a node's check waits for it
+    gate_node: int | None = None
 
     @classmethod
     def of(cls, request: ObserveResource, observation: Observation) -> ResourceObserved:
@@ -199,7 +209,15 @@ class ResourceObserved(Message):
             attributes=dict(observation.attributes),
             properties=dict(observation.properties) if observation.properties is not None else None,
             expected=job.properties,
+            gate_traversal=request.gate_traversal,
+            gate_node=request.gate_node,
         )
+
+    @classmethod
+    def unobserved(cls, request: ObserveResource) -> ResourceObserved:
+        """The answer to a gate's look at a resource that could not be observed: nothing
+        is known of it, so nothing counts as changed (the node's check goes on)."""
+        return cls.of(request, Observation(ObservedState.READY, reason="could not be observed"))
 
 
 class ResourceChanged(Message):

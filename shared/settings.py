@@ -275,6 +275,21 @@ class EngineSettings(CommonSettings):
         description="Live event streams (GET .../stream) one token may hold open at once on one "
         "engine; more is 429.",
     )
+    max_events_per_stack: int = Field(
+        1000,
+        ge=0,
+        le=10_000_000,
+        description="Events each stack keeps; older ones are purged every few seconds (0 = keep "
+        "all). Heat's max_events_per_stack; observation adds events every round, so a watched "
+        "stack would otherwise grow without bound.",
+    )
+    max_snapshots_per_stack: int = Field(
+        32,
+        ge=0,
+        le=10_000,
+        description="Snapshots one stack may keep (a snapshot holds the stack's template, "
+        "environment, files and resources). Heat's max_snapshots_per_stack.",
+    )
     stall_seconds: float = Field(
         300.0,
         gt=0,

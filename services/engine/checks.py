@@ -56,10 +56,11 @@ from services.engine.core.model import (
     is_forward,
     resource_of,
 )
-from services.engine.core.nesting import goal_digest, is_nested, with_digest
+from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
+from services.engine.gates import Gates
 from services.engine.jobs import deadline_for, job_for, reference_data
 from services.engine.messages import CheckResource
 from services.engine.nested.answer import Answers, cancel_children
@@ -68,9 +69,16 @@ from services.engine.nested.claims import release, take_over
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.outbox import Outbox
 from services.engine.signals import CONDITION, condition_result
+from services.engine.snapshotting import job_ended, takes_snapshots
 from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.template import DEFAULT_LIMITS, ResolutionError, TemplateLimits, resolve_properties
+from services.engine.template import (
+    DEFAULT_LIMITS,
+    ResolutionError,
+    TemplateLimits,
+    resolve_metadata,
+    resolve_properties,
+)
 from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
 from shared.bus import Delivery
@@ -112,6 +120,8 @@ class Convergence:
         self._limits = limits
         self._quotas = quotas
         self._answers = Answers(definitions=definitions, types=types)
+        # Hooks and converge's observations, between a node's decision and its action.
+        self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
         self._children = Children(
             definitions=definitions,
             types=types,
@@ -220,6 +230,7 @@ class Convergence:
         requires = frozenset(r.resource_id for r in needed.values())
         try:
             properties = resolve_properties(definition, row.name, data)
+            metadata = resolve_metadata(definition, row.name, data)
         except ResolutionError as exc:
             await self._fail(
                 tx, stack, traversal, row, Action.UPDATE if row.exists else Action.CREATE, str(exc), fx
@@ -228,7 +239,8 @@ class Convergence:
         if nested:
             record = await tx.template(stack.current_template_id)
             assert record is not None
-            properties = with_digest(properties, goal_digest(record.environment, record.files))
+            facade = facade_of(metadata, goal.deletion_policy.value, goal.update_policy)
+            properties = with_digest(properties, goal_digest(record.environment, record.files, facade))
         decision = decide_forward(
             row,
             type_name=goal.type,
@@ -238,7 +250,14 @@ class Convergence:
             nested=nested,
         )
         log.debug("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
-        adopt = {"template_id": stack.current_template_id, "deletion_policy": goal.deletion_policy.value}
+        gates = (tx, stack, traversal, node, row, goal, decision.kind, definition.environment, fx)
+        if not await self.gates.before_forward(*gates):
+            return  # paused at a hook, or observing first: what opens the gate checks again
+        adopt = {
+            "template_id": stack.current_template_id,
+            "deletion_policy": goal.deletion_policy.value,
+            "metadata": metadata,  # stored with the row's other changes, never on its own
+        }
         if decision.kind is Forward.NOTHING:
             await self._update(tx, row, requires=requires, **adopt)
             await self._node_done(tx, stack, traversal, node, fx)
@@ -294,6 +313,7 @@ class Convergence:
                 fx,
                 type=goal.type,
                 deletion_policy=adopt["deletion_policy"],
+                metadata=metadata,
             )
 
     async def _check_action(
@@ -308,6 +328,9 @@ class Convergence:
             await self._node_done(tx, stack, traversal, node, fx)
             return
         action = JobAction(stack.action.value.lower())
+        if action is JobAction.SNAPSHOT and not takes_snapshots(self._types.get(row.type)):
+            await self._node_done(tx, stack, traversal, node, fx)  # its document entry is the snapshot
+            return
         properties = row.properties or {}
         changes = {"job_template_id": row.template_id}
         await self._issue(tx, stack, traversal, node, row, action, properties, row.requires, fx, **changes)
@@ -346,13 +369,27 @@ class Convergence:
         )
         replacement = await tx.resource(new_id)
         assert replacement is not None
-        await self._issue(tx, stack, traversal, node, replacement, JobAction.CREATE, properties, requires, fx)
+        metadata = adopt["metadata"] if "metadata" in adopt else await tx.resource_metadata(row.resource_id)
+        await self._issue(
+            tx,
+            stack,
+            traversal,
+            node,
+            replacement,
+            JobAction.CREATE,
+            properties,
+            requires,
+            fx,
+            metadata=metadata,
+        )
 
     async def _check_cleanup(
         self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
     ) -> None:
         decision = decide_cleanup(row, current_template_id=stack.current_template_id)
         log.debug("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
+        if not await self.gates.before_cleanup(tx, stack, traversal, node, row, decision, fx):
+            return  # paused at a pre-delete hook until it is cleared
         if decision is Cleanup.KEEP:
             await self._node_done(tx, stack, traversal, node, fx)
         elif decision is Cleanup.LET_GO:
@@ -465,6 +502,7 @@ class Convergence:
         assert row.job_node is not None
         assert row.traversal_id is not None
         node, traversal = Node(row.job_node), row.traversal_id
+        await job_ended(tx, row, res, fx)  # what a resource's own snapshot kept
         current = stack is not None and stack.current_traversal == traversal
         heat_action = Action(res.action.value.upper())
         done_job: dict[str, Any] = {

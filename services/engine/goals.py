@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
+from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
     Budget,
@@ -54,8 +55,10 @@ class GoalSpec:
 
     With `base` (the stack's current goal, for PATCH and `existing: true`) an
     omitted template is the current one, and the environment, parameters and
-    files given are merged over the current ones. `adopt` is the request's
-    `adopt_stack_data` (its template is used when the request has none).
+    files given are merged over the current ones as Heat merges them
+    (`core.updates`), `clear` naming parameters whose values are forgotten.
+    `adopt` is the request's `adopt_stack_data` (its template is used when the
+    request has none).
     """
 
     template: Mapping[str, Any] | str | None
@@ -64,6 +67,7 @@ class GoalSpec:
     files: Mapping[str, str] = field(default_factory=dict)
     adopt: Mapping[str, Any] | str | None = None
     base: Goal | None = None
+    clear: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, goal: Goal) -> GoalSpec:
@@ -138,13 +142,17 @@ def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[
     given = spec.environment
     environment = document(given, "environment", limits, budget) if given else {}
     if base is not None:
+        declared = template.get("parameters")
+        environment, parameters = patched_parts(
+            base.environment,
+            base.parameters,
+            environment,
+            spec.parameters,
+            cleared=spec.clear,
+            declared=declared if isinstance(declared, Mapping) else {},
+        )
         return (
-            Goal(
-                template,
-                {**base.environment, **environment},
-                {**base.parameters, **spec.parameters},
-                {**base.files, **spec.files},
-            ),
+            Goal(template, environment, parameters, {**base.files, **spec.files}),
             adoption.physical_ids() if adoption else {},
         )
     goal = Goal(template, environment, dict(spec.parameters), dict(spec.files))
@@ -236,8 +244,11 @@ def load_child_goal(
     identity: StackIdentity,
     types: TypeTable,
     limits: TemplateLimits,
+    resource_name: str | None = None,
+    facade: Mapping[str, Any] | None = None,
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
+    `resource_name` and `facade`: see `core.nesting.child_goal`.
     Raises `NestedInvalid` or another `InvalidInput` naming what is wrong."""
     budget = Budget(limits)
     goal = child_goal(
@@ -250,6 +261,8 @@ def load_child_goal(
         removed=removed,
         limits=limits,
         budget=budget,
+        resource_name=resource_name,
+        facade=facade,
     )
     try:
         template = load_document(goal.template, limits=limits, what="template", budget=budget)

@@ -53,6 +53,7 @@ def job_for(
         properties=dict(properties),
         previous_properties=dict(previous or {}) or None,
         deadline=deadline_for(stack),
+        snapshot_first=action is JobAction.DELETE and row.deletion_policy == "Snapshot",
     )
 
 

@@ -16,6 +16,7 @@ children, so its abandon data can adopt them again.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -24,8 +25,10 @@ import structlog
 
 from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.nesting import goal_digest, is_nested, with_digest
+from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.snapshots import stack_document
+from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
@@ -41,6 +44,7 @@ from services.engine.template import (
     ResolutionError,
     StackDefinition,
     TemplateLimits,
+    resolve_metadata,
     resolve_properties,
 )
 from services.engine.template_pool import INLINE, TemplateRunner
@@ -162,8 +166,19 @@ class Operations:
         await self._outbox.publish(ids, effects.messages)
         return stack_id
 
-    async def update(self, stack_id: StackId, goal: Goal | GoalSpec) -> TraversalId:
-        return await _retrying(lambda: self._change(stack_id, goal, Action.UPDATE))
+    async def update(
+        self,
+        stack_id: StackId,
+        goal: Goal | GoalSpec,
+        *,
+        settings: UpdateSettings | None = None,
+        patch: bool = False,
+        action: Action = Action.UPDATE,
+    ) -> TraversalId:
+        """Converge the stack to `goal`. `settings` (the body's tags, timeout, rollback
+        and converge flag) change the stack's own settings as Heat's update does, a PATCH
+        (`patch`) keeping the tags it does not give (`core.updates.settings_after`)."""
+        return await _retrying(lambda: self._change(stack_id, goal, action, settings=settings, patch=patch))
 
     async def delete(self, stack_id: StackId) -> TraversalId:
         return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
@@ -190,7 +205,6 @@ class Operations:
         changes: dict[str, list[ResourceRow | str]] = {
             k: [] for k in ("added", "deleted", "replaced", "updated", "unchanged")
         }
-        digest = goal_digest(loaded.goal.environment, loaded.goal.files)
         for name, goal_resource in definition.resources.items():
             row = current.get(name)
             if row is None or not row.exists:
@@ -198,16 +212,23 @@ class Operations:
                 continue
             try:
                 properties = resolve_properties(definition, name, data)
+                metadata = resolve_metadata(definition, name, data)
             except ResolutionError:
                 changes["updated"].append(row)
                 continue
             nested = is_nested(goal_resource.type)
             cls = self._types.get(goal_resource.type)
+            if nested:  # as its check digests it (`checks`), what resource_facade gives included
+                policy, updates = goal_resource.deletion_policy.value, goal_resource.update_policy
+                facade = facade_of(metadata, policy, updates)
+                properties = with_digest(
+                    properties, goal_digest(loaded.goal.environment, loaded.goal.files, facade)
+                )
             decision = decide_forward(
                 row,
                 type_name=goal_resource.type,
                 schema=cls.properties if cls is not None else None,
-                properties=with_digest(properties, digest) if nested else properties,
+                properties=properties,
                 external_id=goal_resource.external_id,
                 nested=nested,
             )
@@ -251,7 +272,17 @@ class Operations:
                 raise Refused(f"stack {stack.name} is {state}: abandon it once the operation has ended")
             record = await tx.template(stack.current_template_id)
             assert record is not None
-            data = abandon_data(stack, record, rows)
+            settings = await tx.stack_settings(stack_id)
+            data = stack_document(  # Heat's abandon data, as `create(adopt=...)` reads it back
+                stack,
+                template=record.template,
+                environment=record.environment,
+                files=record.files,
+                parameters=record.parameters,
+                tags=settings.tags if settings is not None else (),
+                rows=rows,
+                metadata=await tx.resources_metadata(stack_id),
+            )
             for row in rows:
                 if is_nested(row.type):  # left in place too, free to be adopted again
                     await release(tx, stack, row)
@@ -309,7 +340,15 @@ class Operations:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
-    async def _change(self, stack_id: StackId, goal: Goal | GoalSpec, action: Action) -> TraversalId:
+    async def _change(
+        self,
+        stack_id: StackId,
+        goal: Goal | GoalSpec,
+        action: Action,
+        *,
+        settings: UpdateSettings | None = None,
+        patch: bool = False,
+    ) -> TraversalId:
         async with self._store.transaction() as tx:
             stack = await tx.stack(stack_id)
         if stack is None:
@@ -327,10 +366,28 @@ class Operations:
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
+            if settings is not None:
+                locked = await self._settle_settings(tx, locked, settings, patch=patch)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
+            if settings is not None and settings.converge:
+                await tx.set_converge(traversal)  # each resource is observed before it is decided
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
+
+    async def _settle_settings(
+        self, tx: Tx, stack: StackRow, settings: UpdateSettings, *, patch: bool
+    ) -> StackRow:
+        """Store the tags, timeout and rollback setting the update leaves; the stack as it is then."""
+        current = await tx.stack_settings(stack.stack_id)
+        if current is None:
+            raise StackNotFound(f"stack {stack.stack_id} not found")
+        after = settings_after(settings, current, patch=patch)
+        if after != current:
+            await tx.set_stack_settings(stack.stack_id, after)
+        return dataclasses.replace(
+            stack, timeout_mins=after.timeout_mins, disable_rollback=after.disable_rollback
+        )
 
     async def _begin(
         self,
@@ -371,35 +428,6 @@ def stack_action_refusal(stack: StackRow, action: Action) -> str | None:
     if action is Action.RESUME and not resumable:
         return f"stack {stack.name} is {state}, not suspended: only a suspended stack can be resumed"
     return None
-
-
-def abandon_data(stack: StackRow, record: TemplateRecord, rows: Sequence[ResourceRow]) -> dict[str, Any]:
-    """Heat's abandon document: the stack, its template and inputs, and each current
-    resource's physical id, as `create(adopt=...)` reads it back."""
-    return {
-        "id": str(stack.stack_id),
-        "name": stack.name,
-        "project_id": stack.project_id,
-        "action": stack.action.value,
-        "status": stack.status.value,
-        "template": dict(record.template),
-        "environment": dict(record.environment),
-        "files": dict(record.files),
-        "parameters": dict(record.parameters),
-        "resources": {
-            r.name: {
-                "name": r.name,
-                "resource_id": r.physical_id,
-                "type": r.type,
-                "action": r.action.value,
-                "status": r.status.value,
-                "metadata": {},
-                "resource_data": {},
-            }
-            for r in rows
-            if r.replaced_by is None and r.physical_id is not None
-        },
-    }
 
 
 def draft_stack(

@@ -46,15 +46,19 @@ from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
+from services.engine.nested.answer import Answers
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.outbox import Outbox
 from services.engine.recovery import Recovery
+from services.engine.retention import EventRetention
 from services.engine.signals import Signals
+from services.engine.snapshots import Snapshots
 from services.engine.store import Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
+from services.engine.store.retention import EventPurge
 from services.engine.template import DEFAULT_LIMITS, TemplateLimits
 from services.engine.template_pool import INLINE, TemplatePool, TemplateRunner
 from shared.bus import Bus, Delivery
@@ -98,6 +102,7 @@ class EngineService:
         store_retries: int = 5,
         heal: HealPolicy | None = None,
         templates: TemplateRunner = INLINE,
+        event_purge_seconds: float = 5.0,
     ) -> None:
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
@@ -141,6 +146,8 @@ class EngineService:
         self.recovery = Recovery(
             store=self.store, outbox=self.outbox, stall_seconds=stall_seconds, registry=registry, clock=clock
         )
+        self.retention = EventRetention(EventPurge(pool), per_stack=api_limits.events_per_stack)
+        self._event_purge_seconds = event_purge_seconds
         self._supervisor = supervisor
         self._prefetch = prefetch
         self._heartbeat_seconds = heartbeat_seconds
@@ -159,8 +166,17 @@ class EngineService:
                 outbox=self.outbox,
                 per_handle=self._api_limits.signals_per_handle,
                 reason_chars=self._api_limits.signal_reason_chars,
+                gates=self.convergence.gates,
             ),
             observing=self.observing,
+            snapshots=Snapshots(
+                store=self.store,
+                outbox=self.outbox,
+                operations=self.operations,
+                answers=Answers(definitions=self.definitions, types=self.types),
+                types=self.types,
+                per_stack=self._api_limits.snapshots_per_stack,
+            ),
             templates=self.templates,
             api_limits=self._api_limits,
             secrets=SecretsCache(self.queries),
@@ -177,7 +193,9 @@ class EngineService:
         count as a failed delivery."""
         for attempt in itertools.count(1):
             try:
-                if isinstance(message, ResourceObserved):
+                if isinstance(message, ResourceObserved) and message.gate_node is not None:
+                    await self.convergence.gates.observed(message)  # an update's look (converge)
+                elif isinstance(message, ResourceObserved):
                     await self.observing.handle(message)
                 elif isinstance(message, ResourceChanged):
                     await self.observing.changed(message)
@@ -212,6 +230,7 @@ class EngineService:
         self._supervisor.spawn("timeouts", self._timeouts())
         self._supervisor.spawn("recovery", self._recovery())
         self._supervisor.spawn("observation-rounds", self._observation_rounds())
+        self._supervisor.spawn("event-retention", self._event_retention())
 
     async def _heartbeat(self) -> None:
         while True:
@@ -264,6 +283,15 @@ class EngineService:
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("observation_rounds_failed", error=str(exc))
 
+    async def _event_retention(self) -> None:
+        """Every `event_purge_seconds`: each stack that got events keeps its newest ones only."""
+        while True:
+            await asyncio.sleep(self._event_purge_seconds)
+            try:
+                await self.retention.sweep()
+            except StoreUnavailable as exc:
+                log.warning("event_purge_failed", error=str(exc))
+
     async def report_stalled(self) -> int:
         """Report each stack nothing moved for the stall time (an event naming what is
         still running and what was sent again) and send its work in flight again."""
@@ -307,6 +335,8 @@ def api_limits(settings: EngineSettings) -> ApiLimits:
         signals_per_handle=settings.max_signals_per_handle,
         signal_reason_chars=settings.max_signal_reason_chars,
         streams_per_token=settings.max_streams_per_token,
+        snapshots_per_stack=settings.max_snapshots_per_stack,
+        events_per_stack=settings.max_events_per_stack,
     )
 
 

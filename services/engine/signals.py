@@ -17,6 +17,9 @@ reading it; a handle keeps at most `per_handle` signals; a reason is cut to
 the handle and the stack's operation is over (every condition it serves has
 completed or failed), further signals are refused (409, `SignalsClosed`).
 Heat keeps accepting them, growing the handle's metadata without bound.
+
+A signal `{"unset_hook": "<hook>"}` to any resource clears the hook its check
+is paused at (`services.engine.gates`); it needs a project token.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
 from services.engine.effects import Effects
+from services.engine.gates import Gates
 from services.engine.outbox import Outbox
 from services.engine.store import Store
 from services.engine.store.tx import Tx
@@ -128,12 +132,19 @@ def handle_token_ok(handle: ResourceRow, token: str) -> bool:
 
 class Signals:
     def __init__(
-        self, *, store: Store, outbox: Outbox, per_handle: int = 100, reason_chars: int = 255
+        self,
+        *,
+        store: Store,
+        outbox: Outbox,
+        per_handle: int = 100,
+        reason_chars: int = 255,
+        gates: Gates | None = None,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._per_handle = per_handle
         self._reason_chars = reason_chars
+        self._gates = gates
 
     async def authorizes(self, stack_id: StackId, name: str, token: str) -> bool:
         """Whether `token` is the own token of the handle `name` (a read; `signal` checks
@@ -155,38 +166,52 @@ class Signals:
                 raise NotFound(f"The Resource ({name}) could not be found.")
             if not (project_token_ok or handle_token_ok(handle, token)):
                 raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
-            if handle.type != HANDLE:
-                raise SignalRefused(
-                    f"Signal resource during {handle.action.value}: {handle.type} does not accept signals"
-                )
-            if handle.action in NO_SIGNAL_ACTIONS:
-                raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
-            stack = await tx.stack(stack_id)
-            assert stack is not None  # the handle's row is the stack's
-            waiting = (
-                await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id)
-                if handle.physical_id is not None
-                else []
-            )
-            if signals_closed(stack, waiting):
-                raise SignalsClosed(
-                    f"{name} accepts no more signals: no wait condition is waiting for it "
-                    f"(stack {stack.name} is {stack.action.value}_{stack.status.value})"
-                )
-            signals = list(handle.attributes.get("signals") or [])
-            if len(signals) >= self._per_handle:
-                raise SignalRefused(
-                    f"{name} has received the maximum of {self._per_handle} signals "
-                    "(CONVERGE_MAX_SIGNALS_PER_HANDLE)"
-                )
-            received = normalise_signal(data, number=len(signals) + 1)
-            received = replace(received, reason=cut(received.reason, self._reason_chars))
-            attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
-            if not await tx.update_resource(handle, attributes=attributes):
-                raise ConflictError(f"{name} changed while signalling; retry")
-            fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
-            updated = await tx.resource(handle.resource_id)
-            assert updated is not None
-            await settle_waiting_conditions(tx, stack_id, updated, fx)
-            ids = await fx.commit(tx)
+            if "unset_hook" in data and self._gates is not None:
+                if not project_token_ok:  # a handle's token signals its handle, nothing more
+                    raise Unauthorized("clearing a hook needs a project token")
+                stack = await tx.stack(stack_id)
+                assert stack is not None  # the row is the stack's
+                await self._gates.clear_hook(tx, stack, handle, data["unset_hook"], fx)
+                ids = await fx.commit(tx)
+            else:
+                ids = await self._signal_handle(tx, stack_id, name, handle, data, fx)
         await self._outbox.publish(ids, fx.messages)
+
+    async def _signal_handle(
+        self, tx: Tx, stack_id: StackId, name: str, handle: ResourceRow, data: Mapping[str, Any], fx: Effects
+    ) -> list[int]:
+        """Append the signal to a wait-condition handle; settle the conditions it decides."""
+        if handle.type != HANDLE:
+            raise SignalRefused(
+                f"Signal resource during {handle.action.value}: {handle.type} does not accept signals"
+            )
+        if handle.action in NO_SIGNAL_ACTIONS:
+            raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
+        stack = await tx.stack(stack_id)
+        assert stack is not None  # the handle's row is the stack's
+        waiting = (
+            await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id)
+            if handle.physical_id is not None
+            else []
+        )
+        if signals_closed(stack, waiting):
+            raise SignalsClosed(
+                f"{name} accepts no more signals: no wait condition is waiting for it "
+                f"(stack {stack.name} is {stack.action.value}_{stack.status.value})"
+            )
+        signals = list(handle.attributes.get("signals") or [])
+        if len(signals) >= self._per_handle:
+            raise SignalRefused(
+                f"{name} has received the maximum of {self._per_handle} signals "
+                "(CONVERGE_MAX_SIGNALS_PER_HANDLE)"
+            )
+        received = normalise_signal(data, number=len(signals) + 1)
+        received = replace(received, reason=cut(received.reason, self._reason_chars))
+        attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
+        if not await tx.update_resource(handle, attributes=attributes):
+            raise ConflictError(f"{name} changed while signalling; retry")
+        fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
+        updated = await tx.resource(handle.resource_id)
+        assert updated is not None
+        await settle_waiting_conditions(tx, stack_id, updated, fx)
+        return await fx.commit(tx)

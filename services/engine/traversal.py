@@ -89,7 +89,7 @@ async def begin_traversal(
     return traversal
 
 
-STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME})
+STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME, Action.SNAPSHOT})
 
 
 async def begin_stack_action(
@@ -101,8 +101,8 @@ async def begin_stack_action(
     existing: list[ResourceRow],
     answers: Answers | None = None,
 ) -> TraversalId:
-    """Start a check, suspend or resume: a traversal over the current resources that
-    leaves the template as it is; each node runs `action` on its resource."""
+    """Start a check, suspend, resume or snapshot: a traversal over the current resources
+    that leaves the template as it is; each node runs `action` on its resource."""
     assert action in STACK_ACTIONS
     assert stack.current_template_id is not None
     traversal = TraversalId(uuid.uuid4())

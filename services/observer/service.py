@@ -5,8 +5,10 @@ message stays unacknowledged while it watches, so if this observer dies the
 broker hands the request to another. The outcome is published to the engine
 before the request is acknowledged. When the observer drains, its watches
 are abandoned at once (requeued, not failed): another observer resumes them.
-An `ObserveResource` (a round of a stack under observation) is looked at once
-and what was seen is reported to the engine, which judges drift.
+An `ObserveResource` (a round of a stack under observation, or an update with
+`converge: true` whose check waits for it) is looked at once and what was
+seen is reported to the engine, which judges drift; a waiting check's look is
+answered even when the resource cannot be observed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from shared.protocol import (
     ObserveResource,
     ResourceChanged,
     ResourceJob,
+    ResourceObserved,
 )
 
 CODEC = Codec([ObserveRequest, ObserveResource])
@@ -211,5 +214,7 @@ class ObserverService:
             log = structlog.get_logger("converge.observer")
             seen = await look(message, runtime=self._runtime, log=log)
             self._metrics.looked.labels("reported" if seen is not None else "unobservable").inc()
+            if seen is None and message.gate_node is not None and message.job.physical_id is not None:
+                seen = ResourceObserved.unobserved(message)  # a check waits for an answer
             if seen is not None:
                 await self._bus.publish(job.reply_to, seen)

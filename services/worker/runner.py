@@ -6,6 +6,8 @@ progress, failed with a reason a person can act on, replacement needed, or
 gone); the handler publishes it. A plugin's `ResourceGone` means what the
 action makes of it (`gone_outcome`): an update replaces (creates anew), a
 delete is done, a check reports the resource gone, anything else fails.
+A snapshot job returns what the plugin kept (`JobResult.snapshot`); a delete
+with `snapshot_first` (deletion_policy Snapshot) takes the snapshot first.
 Transient plugin errors are retried with backoff until the job's deadline;
 the action as a whole is abandoned at the deadline.
 Cancellation (worker shutting down) propagates: the job stays unacknowledged
@@ -16,6 +18,7 @@ duplicating a real resource.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from shared.errors import PermanentError, TransientError
@@ -70,6 +73,13 @@ async def _act(plugin: ResourceType, job: ResourceJob, ctx: ActionContext) -> Ac
         return await plugin.suspend(ctx, job.physical_id, props)
     if job.action is JobAction.RESUME:
         return await plugin.resume(ctx, job.physical_id, props)
+    if job.action is JobAction.SNAPSHOT:
+        kept = await plugin.snapshot(ctx, job.physical_id, props)
+        return ActionResult(physical_id=job.physical_id, snapshot=kept)
+    if job.snapshot_first:  # deletion_policy Snapshot: keep a copy, then delete
+        kept = await plugin.snapshot(ctx, job.physical_id, props)
+        deleted = await plugin.delete(ctx, job.physical_id, props)
+        return dataclasses.replace(deleted, snapshot=kept)
     return await plugin.delete(ctx, job.physical_id, props)
 
 
@@ -131,4 +141,5 @@ async def run_job(job: ResourceJob, *, deps: PluginRuntime, log: Any) -> JobResu
     physical_id = result.physical_id if result.physical_id is not None else job.physical_id
     if job.action is JobAction.DELETE and outcome is JobOutcome.COMPLETE:
         physical_id = job.physical_id
-    return _result(job, outcome, physical_id=physical_id, attributes=dict(result.attributes))
+    kept = dict(result.snapshot) if result.snapshot is not None else None
+    return _result(job, outcome, physical_id=physical_id, attributes=dict(result.attributes), snapshot=kept)

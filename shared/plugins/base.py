@@ -64,11 +64,12 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True)
 class ActionResult:
-    """Result of create/update/delete."""
+    """Result of create/update/delete (and of a snapshot: what it kept, as JSON)."""
 
     physical_id: str | None
     outcome: Outcome = Outcome.COMPLETE
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    snapshot: Mapping[str, Any] | None = None
 
 
 class ObservedState(StrEnum):
@@ -165,6 +166,11 @@ class ResourceType:
     release that introduced the type), and `reference_attribute` (when set,
     `get_resource` resolves to that attribute instead of the physical id, as
     Heat does for OS::Heat::RandomString).
+
+    Snapshots: a type that sets `supports_snapshot` implements `snapshot` (a stack
+    snapshot keeps what it returns; a resource with `deletion_policy: Snapshot` is
+    snapshotted before it is deleted) and may override `restore_properties` (how a
+    restored stack makes the resource from that data).
     """
 
     type_name: ClassVar[str]
@@ -174,6 +180,7 @@ class ResourceType:
     attribute_types: ClassVar[Mapping[str, str]] = {}
     support_version: ClassVar[str | None] = None
     reference_attribute: ClassVar[str | None] = None
+    supports_snapshot: ClassVar[bool] = False
 
     async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
         raise NotImplementedError
@@ -205,3 +212,15 @@ class ResourceType:
         self, ctx: ActionContext, physical_id: str, props: Properties, data: Mapping[str, Any]
     ) -> ActionResult:
         raise ConvergeError(f"{self.type_name} does not accept signals")
+
+    async def snapshot(self, ctx: ActionContext, physical_id: str, props: Properties) -> Mapping[str, Any]:
+        """Keep a copy of the resource (types with `supports_snapshot`); return what
+        restoring it needs, as JSON (at most a few kilobytes: it is stored with the
+        stack's snapshot)."""
+        raise PermanentError(f"{self.type_name} takes no snapshots")
+
+    @classmethod
+    def restore_properties(cls, properties: Mapping[str, Any], data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The properties (as the template writes them) that make the resource again from
+        a snapshot's `data`. By default unchanged: restoring converges to the template."""
+        return properties

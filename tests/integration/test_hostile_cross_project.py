@@ -55,6 +55,7 @@ PROJECT_LEVEL = {
     "/v1/{project_id}/software_deployments",
     "/v1/{project_id}/software_deployments/metadata/{server_id}",
     "/v1/{project_id}/software_deployments/{deployment_id}",
+    "/v1/{project_id}/build_info",
 }
 ACTIONS = [
     {"check": None},
@@ -75,6 +76,7 @@ class Victim:
     event_id: str
     child_id: str  # its nested stack
     handle_token: str
+    snapshot_id: str  # a snapshot of it
 
 
 @pytest.fixture
@@ -96,12 +98,16 @@ async def make_victim(beta: Tenant) -> Victim:
     url = await beta.url("bstack")
     resources = await beta.resources("bstack")
     handle = (await beta.call("GET", f"{url}/resources/h")).body["resource"]
+    snapshot = await beta.call("POST", f"{url}/snapshots", json={"name": "beta's"})
+    assert snapshot.status == 200, snapshot.body
+    assert await beta.settled("bstack") == "SNAPSHOT_COMPLETE"
     return Victim(
         stack_id,
         url,
         (await beta.events("bstack"))[0]["id"],
         resources["kid"]["physical_resource_id"],
         handle["attributes"]["token"],
+        snapshot.body["id"],
     )
 
 
@@ -114,6 +120,7 @@ async def seen_by_beta(beta: Tenant, victim: Victim) -> dict[str, Any]:
         "handle": handle["attributes"],
         "events": len(await beta.events("bstack")),
         "observation": (await beta.call("GET", f"{victim.url}/observation")).body,
+        "snapshots": (await beta.call("GET", f"{victim.url}/snapshots")).body,
     }
 
 
@@ -127,7 +134,7 @@ def requests_for(path: str, method: str, victim: Victim, project: str) -> list[t
         "resource_name": "precious",
         "event_id": victim.event_id,
         "output_key": "out",
-        "snapshot_id": victim.event_id,  # any id: snapshots are not supported
+        "snapshot_id": victim.snapshot_id,
     }
     identities = ["bstack", victim.stack_id] if "{stack_identity}" in path else [None]
     bodies: list[Any] = [None]

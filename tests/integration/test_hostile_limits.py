@@ -45,6 +45,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
     env = {
         "CONVERGE_MAX_SIGNALS_PER_HANDLE": str(PER_HANDLE),
         "CONVERGE_MAX_STREAMS_PER_TOKEN": str(STREAMS),
+        "CONVERGE_MAX_EVENTS_PER_STACK": "0",  # the large stack's whole history is replayed
     }
     try:
         async with start_server(Path(tmp_path_factory.mktemp("limits")), url, env=env) as running:

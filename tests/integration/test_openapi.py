@@ -57,13 +57,12 @@ DISPATCHED = {
     ("GET", f"{RESOURCE}/events/{{}}"),
     ("GET", f"{STACK}/events"),
     ("GET", f"{STACK}/events/{{}}"),
-    # Heat's, not Converge's: each answers 501 saying so
+    ("GET", f"{STACK}/export"),
     ("GET", f"{STACK}/snapshots"),
     ("POST", f"{STACK}/snapshots"),
     ("GET", f"{STACK}/snapshots/{{}}"),
     ("DELETE", f"{STACK}/snapshots/{{}}"),
     ("POST", f"{STACK}/snapshots/{{}}/restore"),
-    ("GET", f"{STACK}/export"),
 }
 TOKENS = "t1=p1"
 TEMPLATE = {
@@ -185,6 +184,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("post", f"{ONE}/actions"): {"check": None},
     ("patch", f"{ONE}/resources/{{resource_name}}"): {"mark_unhealthy": False},
     ("post", f"{ONE}/resources/{{resource_name}}/signal"): {},
+    ("post", f"{ONE}/snapshots"): {"name": "another"},
 }
 
 
@@ -197,6 +197,10 @@ async def real_values(http: aiohttp.ClientSession, base: str, cv: Converge) -> d
     await cv.settled(StackId(uuid.UUID(stack_id)))
     async with http.get(f"{base}/v1/p1/stacks/web/{stack_id}/events", headers=headers) as response:
         event_id = (await response.json())["events"][0]["id"]
+    async with http.post(f"{base}/v1/p1/stacks/web/{stack_id}/snapshots", json={}, headers=headers) as answer:
+        assert answer.status == 200
+        snapshot_id = (await answer.json())["id"]
+    await cv.settled(StackId(uuid.UUID(stack_id)))
     return {
         "project_id": "p1",
         "stack_identity": "web",
@@ -211,5 +215,5 @@ async def real_values(http: aiohttp.ClientSession, base: str, cv: Converge) -> d
         "config_id": str(uuid.uuid4()),
         "deployment_id": str(uuid.uuid4()),
         "server_id": str(uuid.uuid4()),
-        "snapshot_id": str(uuid.uuid4()),
+        "snapshot_id": snapshot_id,
     }

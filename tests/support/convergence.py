@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
+from services.engine.api.deps import DEFAULT_API_LIMITS, ApiLimits
 from services.engine.core.model import StackId
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.operations import Goal
@@ -153,6 +154,8 @@ async def converge(
     crashes: CrashPlan | None = None,
     limits: TemplateLimits = DEFAULT_LIMITS,
     quotas: Quotas = DEFAULT_QUOTAS,
+    api_limits: ApiLimits = DEFAULT_API_LIMITS,
+    event_purge_seconds: float = 5.0,
 ) -> AsyncIterator[Converge]:
     """`resend_rate`: the chance that a message is also sent again under a new id (as
     recovery sends work in flight again), which the engine's inbox does not drop."""
@@ -173,6 +176,8 @@ async def converge(
         stall_seconds=stall_seconds,
         limits=limits,
         quotas=quotas,
+        api_limits=api_limits,
+        event_purge_seconds=event_purge_seconds,
     )
     engines: CrashingEngines | None = None
     if crashes is not None:

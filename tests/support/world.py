@@ -6,7 +6,9 @@ a resource type `Test::Thing` bound to one world:
 - `value` (string): updated in place; `size` (integer): forces replacement;
 - `ref` (any): lets templates pass get_resource/get_attr results along;
 - `fail` (boolean): the action fails permanently.
-Creation is idempotent on the job's idempotency key, as real APIs are.
+Creation is idempotent on the job's idempotency key, as real APIs are. It takes
+snapshots (its real properties, recorded in `World.snapshots`) and is made
+again from one with the snapshot's `value`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class World:
     looks: Counter[str] = field(default_factory=Counter)  # calls of `observe`, by physical id
     # (action, resource name) of every suspend and resume, in the order they ran
     pauses: list[tuple[str, str]] = field(default_factory=list)
+    # (resource name, properties) of every snapshot taken, in the order they were taken
+    snapshots: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def by_name(self) -> dict[str, list[Real]]:
@@ -123,6 +127,24 @@ def thing_type(world: World) -> type[ResourceType]:
             if physical_id in world.broken:
                 return Observation(ObservedState.FAILED, reason=f"{physical_id} is broken")
             return Observation(ObservedState.READY, _attributes(real), dict(real.properties))
+
+        supports_snapshot = True
+
+        async def snapshot(
+            self, ctx: ActionContext, physical_id: str, props: Properties
+        ) -> Mapping[str, Any]:
+            real = world.live.get(physical_id)
+            if real is None:
+                raise PermanentError(f"{physical_id} does not exist")
+            world.snapshots.append((ctx.resource_name, dict(real.properties)))
+            return {"properties": dict(real.properties)}
+
+        @classmethod
+        def restore_properties(
+            cls, properties: Mapping[str, Any], data: Mapping[str, Any]
+        ) -> Mapping[str, Any]:
+            kept = data.get("properties") or {}
+            return {**properties, "value": kept["value"]} if "value" in kept else properties
 
         async def suspend(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
             return self._pause("suspend", ctx, physical_id, world.suspended.add)

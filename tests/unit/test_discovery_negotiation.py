@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.engine.api.discovery import HEALTH_TYPES, preferred, unsupported_under_stack
+from services.engine.api.discovery import HEALTH_TYPES, preferred
 
 PAGE_OR_VERSIONS = ("text/html", "application/json")
 
@@ -38,11 +38,3 @@ def test_healthcheck_types_fall_back_to_text_in_oslos_order() -> None:
 def test_a_huge_accept_header_is_read_only_so_far() -> None:
     header = ",".join(["image/png"] * 10_000 + ["application/json"])
     assert preferred(header, PAGE_OR_VERSIONS) is None
-
-
-def test_snapshots_and_export_under_a_stack_are_unsupported_and_nothing_else() -> None:
-    assert unsupported_under_stack(["snapshots"]) is not None
-    assert unsupported_under_stack(["snapshots", "x", "restore"]) is not None
-    assert unsupported_under_stack(["export"]) is not None
-    assert unsupported_under_stack(["resources"]) is None
-    assert unsupported_under_stack([]) is None

@@ -1,6 +1,6 @@
 """Heat v1 catalog routes: resource types, template versions and their
-functions, and template validation (in the template pool). Nothing here
-touches a stack.
+functions, template validation (in the template pool) and build_info.
+Nothing here touches a stack.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from aiohttp import web
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import not_found
 from services.engine.api.requests import StackBody, parse_body
+from services.engine.api.snapshots import build_info
 from services.engine.api.views import json_response
 from services.engine.goals import validate_goal
 from services.engine.template.versions import VERSIONS, TemplateVersion
@@ -68,6 +69,7 @@ class CatalogRoutes:
             web.get("/v1/{project}/template_versions", self.versions),
             web.get("/v1/{project}/template_versions/{version}/functions", self.functions),
             web.post("/v1/{project}/validate", self.validate),
+            web.get("/v1/{project}/build_info", build_info),
         ]
 
     async def types(self, request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from services.engine.jobs import reference_data
 from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.signals import Signals
+from services.engine.snapshots import Snapshots
 from services.engine.store import Store
 from services.engine.store.queries import Queries, StackView
 from services.engine.template import (
@@ -30,12 +31,15 @@ from shared.plugins import ResourceType
 
 @dataclass(frozen=True)
 class ApiLimits:
-    """What one request may cost (CONVERGE_MAX_* settings, read once in main)."""
+    """What one request may cost, and what one stack may keep (CONVERGE_MAX_* settings,
+    read once in main)."""
 
     signal_bytes: int = 64 * 1024  # a signal's body
     signals_per_handle: int = 100  # signals one wait-condition handle keeps
     signal_reason_chars: int = 255  # a signal's reason, as events store it (Heat's column width)
     streams_per_token: int = 10  # live event streams open at once per token (per engine)
+    snapshots_per_stack: int = 32  # snapshots one stack may keep (Heat's max_snapshots_per_stack)
+    events_per_stack: int = 1000  # events a stack keeps, older ones purged (0: all; Heat's default)
 
 
 DEFAULT_API_LIMITS = ApiLimits()
@@ -80,6 +84,7 @@ class ApiDeps:
     observing: Observing
     secrets: SecretsCache
     reads: ReadSlots
+    snapshots: Snapshots
     limits: TemplateLimits = DEFAULT_LIMITS
     templates: TemplateRunner = INLINE  # where request templates are parsed and evaluated
     api_limits: ApiLimits = DEFAULT_API_LIMITS

@@ -13,10 +13,8 @@ the `negotiate_root` middleware in front of the dashboard's page at `/`.
   Heat's API: 200 while the process takes work and 503 while it does not
   (draining), the reasons as text/plain (the default), application/json or
   text/html by the Accept header; HEAD answers 204 or 503 without a body.
-- Snapshots, stack export, software configs and deployments and the service
-  list answer 501 "... not supported by Converge" instead of looking like a
-  missing stack (the project-level paths here; the per-stack ones through
-  `unsupported_under_stack`, which the stack dispatcher asks).
+- Software configs and deployments and the service list answer 501 "... not
+  supported by Converge" instead of looking like a missing stack.
 
 Choosing by Accept is pure (`preferred`); nothing here reads a store.
 """
@@ -55,14 +53,10 @@ class Unsupported:
 
 SOFTWARE_CONFIGS = "software configs"
 SOFTWARE_DEPLOYMENTS = "software deployments"
-SNAPSHOTS = "stack snapshots"
-EXPORT = "stack export"
 SERVICES = "the service list"
 MESSAGES = {
     SOFTWARE_CONFIGS: "Software configs are not supported by Converge",
     SOFTWARE_DEPLOYMENTS: "Software deployments are not supported by Converge",
-    SNAPSHOTS: "Stack snapshots are not supported by Converge",
-    EXPORT: "Stack export is not supported by Converge: `stack abandon` returns the data `stack adopt` takes",
     SERVICES: "The orchestration service list is not supported by Converge: see /healthcheck and /readyz",
 }
 
@@ -81,25 +75,10 @@ UNSUPPORTED = (
     Unsupported("PUT", f"{_V1}/software_deployments/{{deployment_id}}", SOFTWARE_DEPLOYMENTS),
     Unsupported("DELETE", f"{_V1}/software_deployments/{{deployment_id}}", SOFTWARE_DEPLOYMENTS),
 )
-#: The same under `stacks/{name}/{id}/` (the path here is what follows the stack).
-UNSUPPORTED_UNDER_STACK = (
-    Unsupported("GET", "snapshots", SNAPSHOTS),
-    Unsupported("POST", "snapshots", SNAPSHOTS),
-    Unsupported("GET", "snapshots/{snapshot_id}", SNAPSHOTS),
-    Unsupported("DELETE", "snapshots/{snapshot_id}", SNAPSHOTS),
-    Unsupported("POST", "snapshots/{snapshot_id}/restore", SNAPSHOTS),
-    Unsupported("GET", "export", EXPORT),
-)
-_UNDER_STACK = {"snapshots": MESSAGES[SNAPSHOTS], "export": MESSAGES[EXPORT]}
 
 
 def not_supported(message: str) -> web.HTTPException:
     return http_error(501, message, "NotSupported")
-
-
-def unsupported_under_stack(rest: Sequence[str]) -> str | None:
-    """The message for what is not supported at this sub-path of a stack (`["snapshots", ...]`)."""
-    return _UNDER_STACK.get(rest[0]) if rest else None
 
 
 def preferred(accept: str | None, offers: Sequence[str]) -> str | None:

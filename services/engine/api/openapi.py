@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.engine.api.discovery import UNSUPPORTED, UNSUPPORTED_UNDER_STACK
+from services.engine.api.discovery import UNSUPPORTED
 from services.engine.api.requests import StackBody
 from services.engine.api.views import json_response
 
@@ -138,7 +138,35 @@ _STACK_LIST_QUERY = (
         "Converge extension: give each stack resource_counts, its resources counted by status.",
     ),
 )
-_EVENT_QUERY = (*_PAGING, _query("resource_name", {"type": "string"}, "Only this resource's events."))
+_EVENT_FILTERS = (
+    _query(
+        "resource_action",
+        {"type": "string"},
+        "Only events of this action, e.g. CREATE (repeatable).",
+    ),
+    _query(
+        "resource_status",
+        {"type": "string"},
+        "Only events of this status, e.g. COMPLETE or CREATE_COMPLETE (repeatable).",
+    ),
+    _query("resource_type", {"type": "string"}, "Only events of resources of this type (repeatable)."),
+    _query(
+        "sort_keys",
+        {"type": "string", "enum": ["event_time", "resource_type"]},
+        "Sort by these keys (repeatable or comma-separated; others are ignored, as Heat does). Without "
+        "sort_keys and sort_dir, events come oldest first.",
+    ),
+)
+_EVENT_QUERY = (
+    *_PAGING,
+    *_EVENT_FILTERS,
+    _query("resource_name", {"type": "string"}, "Only this resource's events (repeatable)."),
+    _query(
+        "nested_depth",
+        {"type": "integer", "minimum": 0, "maximum": 100},
+        "Also the events of nested stacks this many levels down (each links its root stack).",
+    ),
+)
 _LINKS = {"type": "array", "items": _object({"href": {"type": "string"}, "rel": {"type": "string"}})}
 _STACK_VIEW = _object(
     {"id": {"type": "string"}, "stack_name": {"type": "string"}, "stack_status": {"type": "string"}}
@@ -226,7 +254,31 @@ _SIGNAL_BODY = _object(
         "reason": {"type": "string"},
         "data": {"description": "Any JSON value."},
         "id": {"type": ["string", "integer"]},
+        "unset_hook": {
+            "type": "string",
+            "enum": ["pre-create", "pre-update", "pre-delete"],
+            "description": "Clear the hook the resource is paused at (any resource; a project token "
+            "is needed). 400 when the resource is not paused at it.",
+        },
     }
+)
+_SNAPSHOT = _object(
+    {
+        "id": {"type": "string", "format": "uuid"},
+        "name": {"type": ["string", "null"]},
+        "action": {"type": "string"},
+        "status": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETE", "FAILED"]},
+        "status_reason": {"type": "string"},
+        "data": {
+            "type": "object",
+            "description": "The stack's template, environment, files, parameters, tags and resources "
+            "(each with what its type's own snapshot kept, resource_data).",
+        },
+        "creation_time": {"type": "string", "format": "date-time"},
+    }
+)
+_SNAPSHOT_BODY = _object(
+    {"name": {"type": ["string", "null"], "maxLength": 255, "description": "The snapshot's name."}}
 )
 _MARK_UNHEALTHY_BODY = _object(
     {
@@ -273,7 +325,7 @@ def _components() -> Json:
         "config_id": "A software config's id (not supported by Converge).",
         "deployment_id": "A software deployment's id (not supported by Converge).",
         "server_id": "A server's id (not supported by Converge).",
-        "snapshot_id": "A stack snapshot's id (not supported by Converge).",
+        "snapshot_id": "A snapshot's id (a UUID).",
     }
     return {
         "securitySchemes": {"XAuthToken": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}},
@@ -398,6 +450,16 @@ def _catalog_paths() -> Json:
                 tag="catalog",
             )
         },
+        f"{v1}/build_info": get(
+            "What is running: the API's and the engine's revision (Converge's version)",
+            _object(
+                {
+                    "api": _object({"revision": {"type": "string"}}),
+                    "engine": _object({"revision": {"type": "string"}}),
+                }
+            ),
+            params=("project_id",),
+        ),
     }
 
 
@@ -521,6 +583,44 @@ def _stack_paths() -> Json:
                 errors=(409,),
             )
         },
+        f"{one}/export": get(
+            "Export a stack: what abandon would return, changing nothing", _ABANDON_DATA, errors=(409,)
+        ),
+        f"{one}/snapshots": {
+            "get": _operation(
+                "List the stack's snapshots",
+                {"200": _json(_list_of("snapshots", _SNAPSHOT), "OK.")},
+                params=_STACK,
+            ),
+            "post": _operation(
+                "Snapshot the stack (stack action SNAPSHOT): its template, environment, files, "
+                "parameters and resources, with each snapshot-taking type's own snapshot",
+                {"200": _json(_SNAPSHOT, "The snapshot, IN_PROGRESS until the SNAPSHOT action ends.")},
+                params=_STACK,
+                body=_SNAPSHOT_BODY,
+                errors=(409,),
+            ),
+        },
+        f"{one}/snapshots/{{snapshot_id}}": {
+            "get": _operation(
+                "Show a snapshot",
+                {"200": _json(_object({"snapshot": _SNAPSHOT}), "OK.")},
+                params=(*_STACK, "snapshot_id"),
+            ),
+            "delete": _operation(
+                "Delete a snapshot (not one in progress)",
+                {"204": {"description": "Deleted."}},
+                params=(*_STACK, "snapshot_id"),
+            ),
+        },
+        f"{one}/snapshots/{{snapshot_id}}/restore": {
+            "post": _operation(
+                "Restore the stack to a complete snapshot: an update back to it (stack action RESTORE)",
+                {"202": {"description": "Accepted: the restore runs in the background."}},
+                params=(*_STACK, "snapshot_id"),
+                errors=(409,),
+            )
+        },
         **_resource_paths(one, get),
     }
 
@@ -570,7 +670,8 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
         ),
         f"{resource}/signal": {
             "post": _operation(
-                "Signal a wait-condition handle; the X-Auth-Token may be the handle's own token",
+                "Signal a wait-condition handle (the X-Auth-Token may be the handle's own token), or "
+                "clear the hook a resource is paused at (unset_hook)",
                 {"200": {"description": "Signalled."}},
                 params=_RESOURCE,
                 body=_SIGNAL_BODY,
@@ -579,7 +680,10 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
         },
         f"{resource}/events": {
             "get": _operation(
-                "List a resource's events", {"200": _json(events, "OK.")}, params=_RESOURCE, query=_PAGING
+                "List a resource's events (404 when it has none, as Heat)",
+                {"200": _json(events, "OK.")},
+                params=_RESOURCE,
+                query=(*_PAGING, *_EVENT_FILTERS),
             )
         },
         f"{resource}/events/{{event_id}}": get("Show an event", event, params=(*_RESOURCE, "event_id")),
@@ -592,11 +696,8 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
 
 def _unsupported_paths() -> Json:
     """Heat endpoints Converge does not implement: each answers 501 naming what."""
-    one = "/v1/{project_id}/stacks/{stack_name}/{stack_id}"
-    routes = [(u.method, u.path, u.what) for u in UNSUPPORTED]
-    routes += [(u.method, f"{one}/{u.path}", u.what) for u in UNSUPPORTED_UNDER_STACK]
     paths: Json = {}
-    for method, path, what in routes:
+    for method, path, what in [(u.method, u.path, u.what) for u in UNSUPPORTED]:
         params = tuple(re.findall(r"\{(\w+)\}", path))
         paths.setdefault(path, {})[method.lower()] = _operation(
             f"Not supported by Converge: {what}",

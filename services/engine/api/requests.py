@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from services.engine.core.updates import UpdateSettings
 from services.engine.goals import Goal, GoalSpec
 from services.engine.storable import check_storable, storable_text
 from shared.errors import InvalidInput
@@ -25,6 +26,9 @@ from shared.errors import InvalidInput
 __all__ = ["StackBody", "check_storable", "parse_body", "query_values", "read_json", "storable_text"]
 
 STACK_NAME = r"^[a-zA-Z][a-zA-Z0-9_.-]{0,254}$"
+MAX_TAG_CHARS = 80  # Heat's limit on one tag
+MAX_TAGS = 100  # tags one stack may have
+MAX_CLEARED = 1000  # parameters one PATCH may clear
 
 
 class StackBody(BaseModel):
@@ -48,6 +52,16 @@ class StackBody(BaseModel):
     tags: str | list[str] | None = None
     existing: bool = False
     adopt_stack_data: dict[str, Any] | str | None = None
+    clear_parameters: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_CLEARED,
+        description="PATCH: parameters whose stored values are forgotten (their defaults apply again).",
+    )
+    converge: bool = Field(
+        False,
+        description="Update only: observe each existing resource before deciding, so what changed "
+        "out of band is corrected by the update.",
+    )
 
     def has_template(self) -> bool:
         """Whether the body gives a template (template_url alone is refused here)."""
@@ -66,13 +80,39 @@ class StackBody(BaseModel):
             self.files,
             adopt=self.adopt_stack_data if adopt else None,
             base=base,
+            clear=tuple(self.clear_parameters) if base is not None else (),
         )
 
     def tag_list(self) -> list[str]:
+        """The tags given ("a,b" or a list), each at most 80 characters as in Heat."""
         if self.tags is None:
             return []
         raw = self.tags.split(",") if isinstance(self.tags, str) else self.tags
-        return [t.strip() for t in raw if t.strip()]
+        tags = [t.strip() for t in raw if t.strip()]
+        for tag in tags:
+            if len(tag) > MAX_TAG_CHARS:
+                raise InvalidInput(
+                    f'Invalid tag, "{tag[:40]}..." is longer than {MAX_TAG_CHARS} characters', path="tags"
+                )
+        if len(tags) > MAX_TAGS:
+            raise InvalidInput(f"a stack may have at most {MAX_TAGS} tags, not {len(tags)}", path="tags")
+        return tags
+
+    def for_create(self) -> StackBody:
+        """This body, refused if it carries what only an update takes (as Heat)."""
+        if self.converge:
+            raise InvalidInput("converge flag only supported in stack update (or update preview) request.")
+        return self
+
+    def update_settings(self) -> UpdateSettings:
+        """What the body says of the stack's tags, timeout and rollback, and `converge`."""
+        given = self.model_fields_set
+        return UpdateSettings(
+            tags=tuple(self.tag_list()) if "tags" in given and self.tags is not None else None,
+            timeout_mins=self.timeout_mins if "timeout_mins" in given else None,
+            disable_rollback=self.disable_rollback if "disable_rollback" in given else None,
+            converge=self.converge,
+        )
 
 
 def query_values(request: web.Request, names: Iterable[str]) -> list[str]:

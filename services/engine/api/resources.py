@@ -32,11 +32,11 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, too_large, unauthorized
 from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.api.requests import check_storable, query_values, read_json, storable_text
-from services.engine.api.views import event_view, json_response, resource_view
+from services.engine.api.views import event_view, json_response, resource_view, stack_path
 from services.engine.core.model import StackId
 from services.engine.marks import mark_unhealthy as mark
 from services.engine.signals import Unauthorized
-from services.engine.store.queries import NestedStack, ResourceKey, StackView
+from services.engine.store.queries import EventFilter, NestedStack, ResourceKey, StackView
 from shared.errors import ConvergeError, InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -87,10 +87,11 @@ async def dispatch(
                 found = await deps.queries.resource(stack.stack_id, name)
             if found is None:
                 raise not_found(f"The Resource ({name}) could not be found.")
-            return json_response({"metadata": {}})
+            secrets = await deps.secrets.for_stack(stack.stack_id)
+            return json_response({"metadata": secrets.mask(found["metadata"] or {})})
         if tail and tail[0] == "events" and method == "GET":
             if len(tail) == 2:
-                return await event(deps, request, stack, tail[1])
+                return await event(deps, request, stack, tail[1], name)
             return await events(deps, request, stack, name)
     raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
 
@@ -325,45 +326,65 @@ async def mark_unhealthy(deps: ApiDeps, request: web.Request, stack: StackView, 
 
 
 async def events(deps: ApiDeps, request: web.Request, stack: StackView, resource: str | None) -> web.Response:
+    """Events, filtered by `resource_name`, `resource_action`, `resource_status` (COMPLETE
+    or CREATE_COMPLETE) and `resource_type` (each repeatable), sorted by `sort_keys`
+    (event_time, resource_type) and `sort_dir`, paged by `limit` and `marker`, as Heat
+    lists them. Without sort_keys and sort_dir they come oldest first (Heat: newest
+    first; its CLI always asks for oldest first). With `nested_depth` they include the
+    nested stacks' events, each linking its root stack. A resource with no event at all
+    answers 404, as in Heat."""
     q = request.query
     try:
         marker = uuid.UUID(q["marker"]) if "marker" in q else None
         limit = max(0, min(int(q.get("limit", MAX_EVENTS)), MAX_EVENTS))
     except ValueError as exc:
         raise bad_request(f"bad paging parameter: {exc}") from exc
-    sort_dir = "desc" if q.get("sort_dir", "asc") == "desc" else "asc"
+    sort_keys = [k for value in query_values(request, ("sort_keys",)) for k in value.split(",") if k]
+    sort_dir = q.get("sort_dir", "asc")
+    if sort_dir not in ("asc", "desc"):
+        raise bad_request(f"sort_dir must be asc or desc, not {sort_dir[:20]!r}")
+    where = EventFilter(
+        names=[resource] if resource is not None else query_values(request, ("resource_name",)),
+        actions=query_values(request, ("resource_action",)),
+        statuses=query_values(request, ("resource_status",)),
+        types=query_values(request, ("resource_type",)),
+        sort_keys=sort_keys,
+        sort_dir=sort_dir,
+    )
     depth = _nested_depth(request) if resource is None else 0
     tree = await deps.queries.stack_tree(stack.stack_id, depth) if depth else []
     stacks = {n.stack_id: n for n in tree}
-    rows = await deps.queries.events(
-        list(stacks) or stack.stack_id,
-        resource_name=resource or next(iter(query_values(request, ("resource_name",))), None),
-        limit=limit,
-        marker=marker,
-        sort_dir=sort_dir,
-    )
+    rows = await deps.queries.events(list(stacks) or stack.stack_id, where=where, limit=limit, marker=marker)
+    if not rows and resource is not None and marker is None:
+        raise not_found(f"No events found for resource {resource}")
     secrets = await deps.secrets.for_stacks(list({r["stack_id"] for r in rows}))
     base = _base(request)
+    root_link = {"href": stack_path(base, stack.name, stack.stack_id), "rel": "root_stack"}
     views = []
     for r in rows:
         nested = stacks.get(r["stack_id"])
         shown = secrets.get(r["stack_id"], NO_SECRETS)
         if nested is None or nested.depth == 0:
-            views.append(event_view(dict(r), stack, base, secrets=shown))
+            view = event_view(dict(r), stack, base, secrets=shown)
         else:  # an event of a nested stack: its links point there, and it names the root
             owner = replace(stack, stack_id=nested.stack_id, name=nested.name)
             view = event_view(dict(r), owner, base, secrets=shown)
             view["root_stack_id"] = str(stack.stack_id)
-            views.append(view)
+        if depth:  # as Heat: the list covers a tree; heatclient then trusts it
+            view["links"].append(root_link)
+        views.append(view)
     return json_response({"events": views})
 
 
-async def event(deps: ApiDeps, request: web.Request, stack: StackView, event_id: str) -> web.Response:
+async def event(
+    deps: ApiDeps, request: web.Request, stack: StackView, event_id: str, resource: str | None = None
+) -> web.Response:
+    """One event; under a resource's path only that resource's."""
     try:
         row = await deps.queries.event(stack.stack_id, uuid.UUID(event_id))
     except ValueError:
         row = None
-    if row is None:
+    if row is None or (resource is not None and row["resource_name"] != resource):
         raise not_found(f"The Event ({event_id}) could not be found.")
     secrets = await deps.secrets.for_stack(stack.stack_id)
     return json_response({"event": event_view(dict(row), stack, _base(request), secrets=secrets)})

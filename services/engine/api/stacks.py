@@ -22,9 +22,9 @@ from aiohttp import web
 
 from services.engine.api import live
 from services.engine.api import resources as resource_routes
+from services.engine.api import snapshots as snapshot_routes
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
-from services.engine.api.discovery import not_supported, unsupported_under_stack
 from services.engine.api.errors import bad_request, not_found, unauthorized
 from services.engine.api.masking import NO_SECRETS
 from services.engine.api.requests import StackBody, parse_body, query_values, read_json, storable_text
@@ -34,6 +34,7 @@ from services.engine.goals import Goal
 from services.engine.observation import observe_settings
 from services.engine.operations import draft_stack
 from services.engine.store.queries import StackFilter, StackView
+from services.engine.template.environment import FACADE_SECTION
 from shared.errors import ConflictError
 
 MAX_LIST = 1000
@@ -105,7 +106,7 @@ class StackRoutes:
         return json_response({"stacks": views})
 
     async def create(self, request: web.Request) -> web.Response:
-        body = await parse_body(request, StackBody)
+        body = (await parse_body(request, StackBody)).for_create()
         if body.stack_name is None:
             raise bad_request("stack_name is required")
         if not body.has_template() and body.adopt_stack_data is None:
@@ -235,8 +236,8 @@ class StackRoutes:
             return json_response(await self._d.operations.abandon(StackId(stack.stack_id)))
         if head in ("resources", "events"):
             return await resource_routes.dispatch(self._d, request, stack, rest)
-        if (feature := unsupported_under_stack(rest)) is not None:
-            raise not_supported(feature)
+        if snapshot_routes.is_snapshot_path(rest):
+            return await snapshot_routes.dispatch(self._d, request, stack, rest)
         raise not_found(f"no such path under stack {stack.name}: /{'/'.join(rest)}")
 
     async def show(self, request: web.Request, stack: StackView) -> web.Response:
@@ -264,17 +265,22 @@ class StackRoutes:
         return json_response({"observation": view})
 
     async def update(self, request: web.Request, stack: StackView) -> web.Response:
+        """Update to the template and inputs given; tags not given are removed, timeout_mins
+        and disable_rollback not given are kept (Heat's rules, `core.updates`)."""
         body = await parse_body(request, StackBody)
         if not body.has_template():
             raise bad_request("a template is required (use PATCH to keep the current one)")
-        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec())
+        settings = body.update_settings()
+        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec(), settings=settings)
         return web.Response(status=202)
 
     async def patch(self, request: web.Request, stack: StackView) -> web.Response:
-        """Update keeping the current template, parameters, environment and files where omitted."""
+        """Update keeping what is omitted: the template, files, the environment and the
+        parameters merged as Heat merges them, less `clear_parameters`; tags too."""
         body = await parse_body(request, StackBody)
         current = await self._current_goal(stack)
-        await self._d.operations.update(StackId(stack.stack_id), body.goal_spec(current))
+        goal, settings = body.goal_spec(current), body.update_settings()
+        await self._d.operations.update(StackId(stack.stack_id), goal, settings=settings, patch=True)
         return web.Response(status=202)
 
     async def delete(self, request: web.Request, stack: StackView) -> web.Response:
@@ -294,6 +300,7 @@ class StackRoutes:
         value: Any = {"template": goal.template, "environment": goal.environment, "files": goal.files}[what]
         if what == "environment":  # hidden parameters' values masked, as Heat does
             value = {"parameters": {}, "parameter_defaults": {}, "resource_registry": {}, **dict(value)}
+            value.pop(FACADE_SECTION, None)  # Converge's own, for a child's resource_facade
             secrets = await self._d.secrets.for_stack(stack.stack_id)
             for section in ("parameters", "parameter_defaults"):
                 if isinstance(value[section], dict):

@@ -136,6 +136,7 @@ def resource_view(
         view["parent_resource"] = parent_resource
     if detail:
         view["attributes"] = secrets.mask(dict(row["attributes"] or {}))
+        view["metadata"] = secrets.mask(dict(row.get("metadata") or {}))
         view["description"] = ""
     return view
 

@@ -25,6 +25,8 @@ class Action(StrEnum):
     SUSPEND = "SUSPEND"
     RESUME = "RESUME"
     ADOPT = "ADOPT"
+    SNAPSHOT = "SNAPSHOT"
+    RESTORE = "RESTORE"
 
 
 class Status(StrEnum):

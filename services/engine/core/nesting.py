@@ -26,6 +26,7 @@ so a tiny `count: 100000000` costs nothing but its refusal.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -44,7 +45,7 @@ from services.engine.template import (
     TemplateInvalid,
     TemplateLimits,
 )
-from services.engine.template.environment import is_template_reference
+from services.engine.template.environment import FACADE_SECTION, is_template_reference
 from services.engine.template.expr import DictExpr
 from services.engine.template.intrinsics import measure
 from services.engine.template.limits import SETTINGS
@@ -84,21 +85,73 @@ class ChildGoal:
     timeout_mins: int | None = None
 
 
-def child_environment(environment: Mapping[str, Any]) -> dict[str, Any]:
+def child_environment(environment: Mapping[str, Any], resource_name: str | None = None) -> dict[str, Any]:
     """The part of the parent's environment a child inherits: its resource registry
-    and parameter defaults (its `parameters` are the parent's own inputs)."""
+    and parameter defaults (its `parameters` are the parent's own inputs). With
+    `resource_name` (the resource owning the child), the registry's `resources`
+    section becomes that resource's own section, as Heat hands it down
+    (`child_resources`)."""
     out: dict[str, Any] = {}
     for section in ("resource_registry", "parameter_defaults"):
         value = environment.get(section)
         if isinstance(value, Mapping) and value:
             out[section] = dict(value)
+    registry = out.get("resource_registry")
+    if registry is not None and resource_name is not None:
+        nested = child_resources(registry.get("resources"), resource_name)
+        registry.pop("resources", None)
+        if nested:
+            registry["resources"] = nested
+        if not registry:
+            del out["resource_registry"]
     return out
 
 
-def goal_digest(environment: Mapping[str, Any], files: Mapping[str, str]) -> str:
-    """Digest of what a child's goal depends on besides the resource's properties."""
-    text = json.dumps({"environment": child_environment(environment), "files": dict(files)}, sort_keys=True)
+def child_resources(resources: Any, resource_name: str) -> dict[str, Any]:
+    """The `resources` section of the child stack of `resource_name`: the settings
+    written under every entry whose name or fnmatch pattern matches it (the exact
+    name's last, so they win), keeping the entries that are maps (settings of the
+    child's resources, by name or pattern)."""
+    if not isinstance(resources, Mapping):
+        return {}
+    matching = [
+        v for k, v in resources.items() if k != resource_name and fnmatch.fnmatchcase(resource_name, k)
+    ]
+    if resource_name in resources:
+        matching.append(resources[resource_name])
+    out: dict[str, Any] = {}
+    for settings in matching:
+        if isinstance(settings, Mapping):
+            out.update({k: v for k, v in settings.items() if isinstance(v, Mapping)})
+    return out
+
+
+def goal_digest(
+    environment: Mapping[str, Any], files: Mapping[str, str], facade: Mapping[str, Any] | None = None
+) -> str:
+    """Digest of what a child's goal depends on besides the resource's properties (its
+    `facade` too, when it says more than a resource without metadata or policies)."""
+    depends: dict[str, Any] = {"environment": child_environment(environment), "files": dict(files)}
+    if facade and dict(facade) != NO_FACADE:
+        depends["facade"] = dict(facade)
+    text = json.dumps(depends, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+#: What `resource_facade` returns for a resource with no metadata and default policies.
+NO_FACADE: dict[str, Any] = {"metadata": {}, "deletion_policy": "Delete", "update_policy": {}}
+
+
+def facade_of(
+    metadata: Mapping[str, Any] | None, deletion_policy: str, update_policy: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What `resource_facade` returns in the child stack of a resource with these
+    (resolved) `metadata`, `deletion_policy` and `update_policy`."""
+    return {
+        "metadata": dict(metadata or {}),
+        "deletion_policy": deletion_policy,
+        "update_policy": dict(update_policy),
+    }
 
 
 def with_digest(properties: Mapping[str, Any], digest: str) -> dict[str, Any]:
@@ -126,18 +179,24 @@ def child_goal(
     removed: Sequence[str] = (),
     limits: TemplateLimits = DEFAULT_LIMITS,
     budget: Budget | None = None,
+    resource_name: str | None = None,
+    facade: Mapping[str, Any] | None = None,
 ) -> ChildGoal:
     """The goal of the child stack of a resource of `type_name` with `properties`.
 
     `environment` and `files` are the parent's; `timeout_mins` the parent's
-    timeout, inherited unless the resource sets its own. For a group,
+    timeout, inherited unless the resource sets its own. `resource_name` is the
+    resource's name (the child gets the registry section written under it) and
+    `facade` what `resource_facade` returns in the child. For a group,
     `members` maps each current member's reference id to its name and
     `removed` are the names removed before (see `group_plan`); its size is
     checked against `limits` before anything is built, and building it is
     charged to `budget` (by default one of `limits`).
     Raises `NestedInvalid` when the properties cannot make a child.
     """
-    env = child_environment(environment)
+    env = child_environment(environment, resource_name)
+    if facade:
+        env[FACADE_SECTION] = dict(facade)
     props = without_digest(properties)
     if type_name == STACK_TYPE:
         stack = _validated(StackProperties, props, type_name)

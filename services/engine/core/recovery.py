@@ -40,6 +40,7 @@ JOB_ACTIONS = {
     Action.CHECK: JobAction.CHECK,
     Action.SUSPEND: JobAction.SUSPEND,
     Action.RESUME: JobAction.RESUME,
+    Action.SNAPSHOT: JobAction.SNAPSHOT,
 }
 
 

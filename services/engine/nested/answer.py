@@ -9,6 +9,7 @@ child stack whose operation answers a parent job, it emits that job's
 attributes from the child's outputs (a group's from its members). The
 parent's job id is taken off the child row as it is answered, so each job is
 answered once; a job the parent no longer waits for is not answered at all.
+The end of a SNAPSHOT action also ends its snapshot here (`snapshotting`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.messages import CancelNested
+from services.engine.snapshotting import snapshot_ended
 from services.engine.store.tx import Tx
 from services.engine.template import ResourceData, StackDefinition, resolve_outputs
 from shared.plugins import ResourceType
@@ -49,7 +51,10 @@ class Answers:
         definition: StackDefinition | None = None,
     ) -> None:
         """`stack`'s operation ended with `status` (its row already says so). `definition`
-        is its goal when the caller has it at hand."""
+        is its goal when the caller has it at hand. A SNAPSHOT action's snapshot ends
+        with it (whether the stack is nested or not)."""
+        if stack.action is Action.SNAPSHOT:
+            await snapshot_ended(tx, stack.stack_id, stack.current_traversal, status, reason)
         if stack.owner_resource_id is None:
             return  # a top-level stack: nobody to answer
         job_id = await tx.take_owner_job(stack.stack_id)

@@ -35,7 +35,14 @@ from typing import Any
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.nesting import GROUP_TYPE, ChildGoal, NestedInvalid, child_name, removed_names
+from services.engine.core.nesting import (
+    GROUP_TYPE,
+    ChildGoal,
+    NestedInvalid,
+    child_name,
+    facade_of,
+    removed_names,
+)
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
@@ -96,6 +103,8 @@ class Children:
                 _answer(fx, parent, row, job, JobOutcome.FAILED, reason="the nested stack does not exist")
                 return
             await self._stack_action(tx, child, job, fx)
+        elif job.action is JobAction.SNAPSHOT:  # a child stack takes no snapshot of its own
+            _answer(fx, parent, row, job, JobOutcome.COMPLETE, physical_id=row.physical_id)
         else:
             await self._converge(tx, parent, row, child, job, fx)
 
@@ -203,7 +212,7 @@ class Children:
         template_id = await self._store_goal(
             tx, locked, definition, template, goal.environment, goal.parameters, goal.files
         )
-        await begin_traversal(
+        traversal = await begin_traversal(
             tx,
             locked,
             template_id=template_id,
@@ -213,6 +222,8 @@ class Children:
             existing=existing,
             answers=self._answers,
         )
+        if row.traversal_id is not None and await tx.converges(row.traversal_id):
+            await tx.set_converge(traversal)  # `converge: true` reaches the child's resources too
 
     async def _limit_refusal(
         self, tx: Tx, parent: StackRow, child: StackRow | None, resources: int
@@ -237,6 +248,12 @@ class Children:
         record = await tx.template(template_id) if template_id is not None else None
         if record is None:
             raise NestedInvalid(f"the template of stack {parent.name} is missing")
+        parent_goal = (await self._definitions.get(tx, parent, record.template_id)).resources.get(row.name)
+        facade = facade_of(
+            await tx.resource_metadata(row.resource_id),
+            row.deletion_policy,
+            parent_goal.update_policy if parent_goal is not None else {},
+        )
         members: dict[str, str] = {}
         if row.type == GROUP_TYPE and child is not None:
             for member in await tx.resources(child.stack_id):
@@ -255,6 +272,8 @@ class Children:
             identity=identity_of(draft),
             types=self._types,
             limits=self._limits,
+            resource_name=row.name,
+            facade=facade,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition

@@ -64,6 +64,22 @@ class StackFilter:
     not_tags_any: Sequence[str] = ()  # has none of them
 
 
+#: Event sort keys (Heat's names) -> the column; event_time follows the events' order.
+EVENT_SORT_KEYS = {"event_time": "event_seq", "resource_type": "coalesce(resource_type, '')"}
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events to list, and in what order (Heat's event filters and sort keys)."""
+
+    names: Sequence[str] = ()
+    actions: Sequence[str] = ()
+    statuses: Sequence[str] = ()  # "COMPLETE", or "CREATE_COMPLETE" (action and status)
+    types: Sequence[str] = ()
+    sort_keys: Sequence[str] = ()  # of EVENT_SORT_KEYS; unknown ones are left out, as Heat does
+    sort_dir: str = "asc"
+
+
 @dataclass(frozen=True)
 class NestedStack:
     """A stack of a tree, as `stack_tree` finds it."""
@@ -281,9 +297,10 @@ class Queries:
 
     async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
         """The current row named `name` (index resources_stack_name), as `resources` shows
-        it plus its properties and attributes; its `required_by` is a second statement."""
+        it plus its properties, attributes and metadata; its `required_by` is a second
+        statement."""
         return await self._pool.fetchrow(
-            f"""SELECT {_RESOURCE_VIEW}, r.properties, r.attributes,
+            f"""SELECT {_RESOURCE_VIEW}, r.properties, r.attributes, r.metadata,
                        c.stack_id AS nested_stack_id, c.name AS nested_stack_name
                 FROM resources r
                 LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
@@ -298,25 +315,41 @@ class Queries:
         self,
         stack_id: uuid.UUID | Sequence[uuid.UUID],
         *,
-        resource_name: str | None = None,
+        where: EventFilter = EventFilter(),
         limit: int = 1000,
         marker: uuid.UUID | None = None,
-        sort_dir: str = "asc",
     ) -> list[asyncpg.Record]:
-        """Events of one stack, or of several (a stack and its nested stacks), in order."""
+        """Events of one stack, or of several (a stack and its nested stacks), filtered
+        and in order; a marker is looked up among the events being listed only."""
         stacks = [stack_id] if isinstance(stack_id, uuid.UUID) else list(stack_id)
-        direction, op = ("ASC", ">") if sort_dir == "asc" else ("DESC", "<")
+        direction, op = ("ASC", ">") if where.sort_dir == "asc" else ("DESC", "<")
+        columns = [EVENT_SORT_KEYS[k] for k in where.sort_keys if k in EVENT_SORT_KEYS]
+        columns = list(dict.fromkeys([*columns, "event_seq"]))
+        clauses = ["stack_id = ANY($1::uuid[])"]
+        args: list[Any] = [stacks]
+        for values, expr in (
+            (where.names, "resource_name = ANY(${})"),
+            (where.actions, "action = ANY(${})"),
+            (where.statuses, "(status = ANY(${0}) OR (action || '_' || status) = ANY(${0}))"),
+            (where.types, "resource_type = ANY(${})"),
+        ):
+            if values:
+                args.append(list(values))
+                clauses.append(expr.format(len(args)))
+        if marker is not None:
+            args.append(marker)
+            key = ", ".join(columns)
+            clauses.append(
+                f"({key}) {op} (SELECT {key} FROM events WHERE event_id = ${len(args)} "
+                "AND stack_id = ANY($1::uuid[]))"
+            )
+        args.append(limit)
+        order = ", ".join(f"{c} {direction}" for c in columns)
         return list(
             await self._pool.fetch(
-                f"""SELECT * FROM events
-                WHERE stack_id = ANY($1::uuid[]) AND ($2::text IS NULL OR resource_name = $2)
-                  AND ($3::uuid IS NULL OR event_seq {op} (
-                      SELECT event_seq FROM events WHERE event_id = $3 AND stack_id = ANY($1::uuid[])))
-                ORDER BY event_seq {direction} LIMIT $4""",
-                stacks,
-                resource_name,
-                marker,
-                limit,
+                f"""SELECT * FROM events WHERE {" AND ".join(clauses)}
+                    ORDER BY {order} LIMIT ${len(args)}""",
+                *args,
             )
         )
 

@@ -58,7 +58,8 @@ class RecoveryStatements:
     ) -> list[StackId]:
         """Stacks nothing has moved for `seconds` (and not recovered for as long):
         an operation in progress with no event and no stack change, or another
-        stack with a row whose job heard nothing. Locked as `busy_stacks`."""
+        stack with a row whose job heard nothing. Locked as `busy_stacks`. An
+        operation paused at a hook (a breakpoint) waits for its user, not stalled."""
         rows = await self._c.fetch(
             f"""WITH {_BUSY}
                 SELECT s.stack_id FROM stacks s JOIN busy USING (stack_id)
@@ -70,6 +71,9 @@ class RecoveryStatements:
                                  (SELECT e.created_at FROM events e WHERE e.stack_id = s.stack_id
                                   ORDER BY e.event_seq DESC LIMIT 1))
                         < to_timestamp($1) - make_interval(secs => $2)
+                        AND NOT EXISTS (SELECT 1 FROM resources h
+                                        WHERE h.stack_id = s.stack_id AND h.gate_waiting LIKE 'pre-%'
+                                          AND h.gate_traversal = s.current_traversal)
                       ELSE EXISTS (SELECT 1 FROM resources r
                                    WHERE r.stack_id = s.stack_id AND r.current_job IS NOT NULL
                                      AND r.updated_at < to_timestamp($1) - make_interval(secs => $2))

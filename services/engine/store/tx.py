@@ -29,7 +29,9 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.store.observing import ObservationStatements
+from services.engine.store.parity import ParityStatements
 from services.engine.store.recovery import RecoveryStatements
+from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -127,7 +129,7 @@ class EventRecord:
     reason: str
 
 
-class Tx(ObservationStatements, TenancyStatements, RecoveryStatements):
+class Tx(ObservationStatements, TenancyStatements, RecoveryStatements, ParityStatements, SnapshotStatements):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)

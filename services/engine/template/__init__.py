@@ -11,14 +11,15 @@ Everything here runs in the caller's thread; the engine runs loads in its
 template pool (`services.engine.template_pool`), and what crosses to it pickles.
 
 Decisions where Heat leaves room:
-- deletion_policy Snapshot is refused (no snapshots; deleting instead would
-  lose data the user asked to keep);
+- deletion_policy Snapshot is accepted only for types that take snapshots
+  (deleting instead would lose data the user asked to keep);
 - a type accepts any attribute name when its `attributes` contains "*" or
   every name (`shared.plugins.base.AnyAttributes`);
 - values depending on other resources are not type-checked at load time
   (their presence still satisfies "required");
-- yaql, resource_facade, Fn::GetAZs, Fn::MemberListToMap and
-  Fn::ResourceFacade are validation errors saying they are not supported;
+- yaql, Fn::GetAZs and Fn::MemberListToMap are validation errors saying
+  they are not supported; resource_facade outside a child stack gives what a
+  resource without metadata or policies has;
 - a known custom_constraint is accepted unchecked (its plugin checks it);
   an unknown one is a validation error;
 - a top-level property resolving to null counts as not set, as in Heat.

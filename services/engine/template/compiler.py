@@ -6,7 +6,10 @@ and `if` are evaluated here; value functions whose arguments are all known
 are folded to their result (so a bad argument is a validation error naming
 its place); `get_resource`/`get_attr` become `Expr` nodes and record the
 resource they need, which is how the dependency graph gets its implicit
-edges. Functions not allowed in the template's version are errors. Folded
+edges. `resource_facade` gives the parent resource's metadata and policies
+(the environment's facade section, set for child stacks; outside one, what a
+resource without metadata or policies has). Functions not allowed in the
+template's version are errors. Folded
 functions charge the load's evaluation `Budget`; running out of it stops the
 load at once (`BudgetExceeded`, naming the function and its path).
 """
@@ -85,6 +88,10 @@ _SPECS: dict[str, _Spec] = {
 }
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+#: resource_facade's arguments (HOT, CFN) -> the facade's field; and a resource's defaults.
+_HOT_FACADE = {"metadata": "metadata", "deletion_policy": "deletion_policy", "update_policy": "update_policy"}
+_CFN_FACADE = {"Metadata": "metadata", "DeletionPolicy": "deletion_policy", "UpdatePolicy": "update_policy"}
+_NO_FACADE: dict[str, Any] = {"metadata": {}, "deletion_policy": "Delete", "update_policy": {}}
 
 #: Resource name -> the attribute names its type declares (a type's
 #: `attributes` mapping; membership is the test, so `AnyAttributes` admits
@@ -106,8 +113,10 @@ class Compiler:
         attributes: AttributeTable,
         errors: ErrorList,
         budget: Budget,
+        facade: Mapping[str, Any] | None = None,
     ) -> None:
         self._budget = budget
+        self._facade = facade or {}
         self._version = version
         self._scope = scope
         self._files = files
@@ -134,6 +143,10 @@ class Compiler:
             handlers["if"] = self._if
         if "Ref" in allowed:
             handlers["Ref"] = self._ref
+        if "resource_facade" in allowed:
+            handlers["resource_facade"] = self._resource_facade
+        if "Fn::ResourceFacade" in allowed:
+            handlers["Fn::ResourceFacade"] = self._resource_facade
         self._handlers = handlers
 
     # --- walking ---------------------------------------------------------
@@ -264,6 +277,20 @@ class Compiler:
         if len(args) == 2:
             return OMIT
         return self.compile(args[2], join_path(path, 2), refs)
+
+    def _resource_facade(self, args: Any, path: str, refs: set[str]) -> Any:
+        """`resource_facade: metadata | deletion_policy | update_policy` (HOT) or
+        `Fn::ResourceFacade: Metadata | DeletionPolicy | UpdatePolicy` (CFN): the parent
+        resource's value, as resolved when the child's goal was made."""
+        name = path.rsplit(".", 1)[-1]
+        cfn = name == "Fn::ResourceFacade"
+        keys = _CFN_FACADE if cfn else _HOT_FACADE
+        key = self._static(args, path, refs, f"{name} arguments")
+        if not isinstance(key, str) or key not in keys:
+            self._errors.add(path, f'Incorrect arguments to "{name}" should be one of: {", ".join(keys)}')
+            return Invalid(path)
+        field = keys[key]
+        return self._facade.get(field, _NO_FACADE[field])
 
     # --- references to resources ----------------------------------------
 

@@ -22,12 +22,15 @@ from services.engine.template.template import Template
 class DeletionPolicy(StrEnum):
     """What deleting the stack (or removing the resource) does to it.
 
-    Heat's `Snapshot` is refused at validation: Converge cannot snapshot, and
-    silently deleting instead would lose data the user asked to keep.
+    `Snapshot` is accepted only for types that take snapshots
+    (`ResourceType.supports_snapshot`): the resource is snapshotted, then
+    deleted. For any other type it is refused at validation: deleting instead
+    would lose data the user asked to keep.
     """
 
     DELETE = "Delete"
     RETAIN = "Retain"
+    SNAPSHOT = "Snapshot"
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,18 @@ a template to what implements it: another type name (an alias, possibly
 through a `Prefix::*` wildcard or a per-resource override) or a template file
 from the request's `files` (a template resource). `event_sinks` and
 `encrypted_param_names` are accepted and ignored.
+
+`resource_registry.resources` maps resource names, or fnmatch patterns of
+them (`web*`), to settings of those resources, as Heat's does: a type
+override (exact names only, as in Heat), `hooks` (breakpoints, see
+`hooks_for`), and, under a nested resource's name, a section of the same
+shape for the resources of its child stack (`core.nesting.child_environment`
+hands it down).
 """
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +26,14 @@ from services.engine.template.errors import ErrorList, join_path
 from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.loader import DocumentError, load_document
 
+_TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
+#: Breakpoints Converge honours: the resource's action waits until the hook is cleared.
+HOOKS = ("pre-create", "pre-update", "pre-delete")
+#: Heat's other hook types, refused with a message saying so (never silently ignored).
+UNSUPPORTED_HOOKS = ("post-create", "post-update", "post-delete")
+#: A Converge-internal section: what `resource_facade` returns in a child stack
+#: (its parent resource's metadata, deletion_policy and update_policy).
+FACADE_SECTION = "converge_resource_facade"
 _SECTIONS = frozenset(
     {
         "parameters",
@@ -26,9 +42,9 @@ _SECTIONS = frozenset(
         "event_sinks",
         "encrypted_param_names",
         "parameter_merge_strategies",
+        FACADE_SECTION,
     }
 )
-_TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
 
 
 def is_template_reference(type_name: str) -> bool:
@@ -42,7 +58,9 @@ class ResourceRegistry:
 
     aliases: Mapping[str, str] = field(default_factory=dict)
     wildcards: tuple[tuple[str, str], ...] = ()  # ("OS::Foo::", "My::Foo::")
-    per_resource: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    per_resource: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # exact names
+    hooks: tuple[tuple[str, frozenset[str]], ...] = ()  # (name pattern, hooks)
+    resources: Mapping[str, Any] = field(default_factory=dict)  # the section as given (checked)
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,17 @@ class Environment:
     registry: ResourceRegistry = field(default_factory=ResourceRegistry)
     event_sinks: tuple[Any, ...] = ()
     encrypted_param_names: tuple[str, ...] = ()
+    #: In a child stack: what `resource_facade` returns (its parent resource's).
+    facade: Mapping[str, Any] = field(default_factory=dict)
+
+    def hooks_for(self, resource_name: str) -> frozenset[str]:
+        """The hooks set for `resource_name`: those of every `resources` entry whose name
+        or pattern matches it (Heat's fnmatch matching)."""
+        found: set[str] = set()
+        for pattern, hooks in self.registry.hooks:
+            if fnmatch.fnmatchcase(resource_name, pattern):
+                found |= hooks
+        return frozenset(found)
 
     def resolve_type(self, type_name: str, resource_name: str | None = None) -> str:
         """The type (or template file) `type_name` maps to; ValueError on a loop."""
@@ -83,7 +112,7 @@ class Environment:
         """The environment as Heat shows it (validate / show stack)."""
         registry: dict[str, Any] = dict(self.registry.aliases)
         registry.update({p + "*": r + "*" for p, r in self.registry.wildcards})
-        registry["resources"] = {k: dict(v) for k, v in self.registry.per_resource.items()}
+        registry["resources"] = dict(self.registry.resources)
         return {
             "parameters": dict(self.parameters),
             "parameter_defaults": dict(self.parameter_defaults),
@@ -152,12 +181,17 @@ def read_environment(
     if not isinstance(encrypted, list) or not all(isinstance(n, str) for n in encrypted):
         errors.add(at("encrypted_param_names"), "must be a list of parameter names")
         encrypted = []
+    facade = data.get(FACADE_SECTION) or {}
+    if not isinstance(facade, dict):
+        errors.add(at(FACADE_SECTION), "must be a map")
+        facade = {}
     return Environment(
         parameters=sections["parameters"],
         parameter_defaults=sections["parameter_defaults"],
         registry=_registry(sections["resource_registry"], at("resource_registry"), errors),
         event_sinks=tuple(sinks),
         encrypted_param_names=tuple(encrypted),
+        facade=facade,
     )
 
 
@@ -165,14 +199,22 @@ def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegi
     aliases: dict[str, str] = {}
     wildcards: list[tuple[str, str]] = []
     per_resource: dict[str, dict[str, str]] = {}
+    hooks: list[tuple[str, frozenset[str]]] = []
+    resources: dict[str, Any] = {}
     for key, target in raw.items():
         kpath = join_path(path, key)
         if key == "resources":
-            if not isinstance(target, dict):
-                errors.add(kpath, "must be a map of resource name -> {type: target}")
+            if target is None:
                 continue
-            for res_name, mapping in target.items():
-                per_resource[res_name] = _per_resource(mapping, join_path(kpath, res_name), errors)
+            if not isinstance(target, dict):
+                errors.add(kpath, "must be a map of resource name (or pattern) -> its settings")
+                continue
+            resources = target
+            for res_name, settings in target.items():
+                spath = join_path(kpath, res_name)
+                per_resource[res_name], found = _per_resource(settings, spath, errors)
+                if found:
+                    hooks.append((res_name, found))
             continue
         if not isinstance(target, str) or not target:
             errors.add(kpath, "must map to a type name or a template file name")
@@ -186,19 +228,43 @@ def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegi
             aliases[key] = target
     # Longest prefix wins, so specific wildcards beat general ones.
     wildcards.sort(key=lambda pair: len(pair[0]), reverse=True)
-    return ResourceRegistry(aliases, tuple(wildcards), per_resource)
+    return ResourceRegistry(aliases, tuple(wildcards), per_resource, tuple(hooks), resources)
 
 
-def _per_resource(raw: Any, path: str, errors: ErrorList) -> dict[str, str]:
+def _per_resource(raw: Any, path: str, errors: ErrorList) -> tuple[dict[str, str], frozenset[str]]:
+    """The type overrides and the hooks of one `resources` entry. A map value is the
+    section for the resources of that resource's child stack (checked the same way)."""
+    if raw is None:
+        return {}, frozenset()
     if not isinstance(raw, dict):
         errors.add(path, "must be a map")
-        return {}
+        return {}, frozenset()
     out: dict[str, str] = {}
+    hooks: frozenset[str] = frozenset()
     for key, target in raw.items():
-        if key in ("hooks", "restricted_actions"):  # accepted, not implemented
-            continue
-        if not isinstance(target, str) or not target:
-            errors.add(join_path(path, key), "must map to a type name or a template file name")
-            continue
-        out[key] = target
-    return out
+        kpath = join_path(path, key)
+        if key == "hooks":
+            hooks = parse_hooks(target, kpath, errors)
+        elif key == "restricted_actions" or target is None:
+            continue  # restricted_actions: the registry's other per-resource setting
+        elif isinstance(target, dict):
+            _per_resource(target, kpath, errors)  # the child stack's resource `key`
+        elif not isinstance(target, str) or not target:
+            errors.add(kpath, "must map to a type name or a template file name, or be a map of settings")
+        else:
+            out[key] = target
+    return out, hooks
+
+
+def parse_hooks(value: Any, path: str, errors: ErrorList) -> frozenset[str]:
+    """A `hooks` value: one hook type or a list of them."""
+    names = value if isinstance(value, list) else [value]
+    found: set[str] = set()
+    for name in names:
+        if name in HOOKS:
+            found.add(name)
+        elif name in UNSUPPORTED_HOOKS:
+            errors.add(path, f"hook {name!r} is not supported by Converge (supported: {', '.join(HOOKS)})")
+        else:
+            errors.add(path, f"invalid hook type {name!r}; acceptable hook types are: {', '.join(HOOKS)}")
+    return frozenset(found)

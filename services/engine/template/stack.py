@@ -142,6 +142,7 @@ def build_stack(
         attributes=attributes,
         errors=errors,
         budget=budget,
+        facade=env.facade,
     )
     resources = {
         name: loader.resource(tmpl.resources[name], compiler, enabled) for name, on in enabled.items() if on
@@ -360,8 +361,16 @@ class _StackLoader:
             names |= {"delete": DeletionPolicy.DELETE, "retain": DeletionPolicy.RETAIN}
         if isinstance(value, str) and value in names:
             return names[value]
-        if value in ("Snapshot", "snapshot"):
-            self.errors.add(ppath, "deletion_policy Snapshot is not supported; use Delete or Retain")
+        if value == "Snapshot" or (lowercase and value == "snapshot"):
+            resolved = self._types.get(snippet.name, snippet.type)
+            cls = self.types.get(resolved)
+            if cls is not None and cls.supports_snapshot:
+                return DeletionPolicy.SNAPSHOT
+            self.errors.add(
+                ppath,
+                f'"Snapshot" deletion policy not supported by {resolved} (it takes no snapshots); '
+                "use Delete or Retain",
+            )
         else:
-            self.errors.add(ppath, f"invalid deletion policy {value!r} (Delete or Retain)")
+            self.errors.add(ppath, f"invalid deletion policy {value!r} (Delete, Retain or Snapshot)")
         return DeletionPolicy.DELETE

@@ -36,8 +36,6 @@ from dataclasses import dataclass
 #: error saying so (never a silent pass-through).
 UNSUPPORTED_FUNCTIONS: dict[str, str] = {
     "yaql": "yaql expressions are not supported by Converge",
-    "resource_facade": "resource_facade is not supported (nested stacks come later)",
-    "Fn::ResourceFacade": "Fn::ResourceFacade is not supported (nested stacks come later)",
     "Fn::GetAZs": "Fn::GetAZs is not supported (Converge has no availability zones)",
     "Fn::MemberListToMap": "Fn::MemberListToMap is not supported",
 }

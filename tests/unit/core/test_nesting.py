@@ -253,3 +253,28 @@ async def test_a_worker_refuses_a_nested_job_it_is_handed() -> None:
     result = await run_job(job, deps=PluginRuntime(types=load_types()), log=structlog.get_logger())
     assert result.outcome is JobOutcome.FAILED
     assert "run by the engine as a nested stack" in result.reason
+
+
+def test_a_child_gets_the_registry_section_written_under_its_resource_as_heat_hands_it_down() -> None:
+    from services.engine.core.nesting import child_environment
+
+    parent = {
+        "resource_registry": {
+            "My::T": "OS::Heat::None",
+            "resources": {
+                "gro*": {"*": {"hooks": "pre-create"}},
+                "group": {"0": {"hooks": "pre-delete"}, "hooks": "pre-update"},
+                "other": {"x": {"hooks": "pre-create"}},
+            },
+        },
+        "parameter_defaults": {"p": 1},
+    }
+    child = child_environment(parent, "group")
+    assert child == {
+        "resource_registry": {
+            "My::T": "OS::Heat::None",
+            "resources": {"*": {"hooks": "pre-create"}, "0": {"hooks": "pre-delete"}},
+        },
+        "parameter_defaults": {"p": 1},
+    }
+    assert child_environment(parent, "lone")["resource_registry"] == {"My::T": "OS::Heat::None"}

@@ -150,3 +150,38 @@ def test_unknown_type_after_mapping_names_both() -> None:
             types=TYPES,
             identity=IDENTITY,
         )
+
+
+def test_hooks_apply_to_names_and_fnmatch_patterns_as_heat_matches_them() -> None:
+    env = parse_environment(
+        {
+            "resource_registry": {
+                "resources": {
+                    "web*": {"hooks": "pre-create"},
+                    "web1": {"hooks": ["pre-update", "pre-delete"]},
+                    "nested": {"inner": {"hooks": "pre-create"}},
+                }
+            }
+        }
+    )
+    assert env.hooks_for("web1") == {"pre-create", "pre-update", "pre-delete"}
+    assert env.hooks_for("web22") == {"pre-create"}
+    assert env.hooks_for("db") == frozenset()
+    assert env.hooks_for("inner") == frozenset(), "a nested section is its child stack's"
+
+
+def test_unknown_and_unsupported_hook_types_are_refused_with_their_path() -> None:
+    with pytest.raises(TemplateInvalid) as refused:
+        parse_environment(
+            {
+                "resource_registry": {
+                    "resources": {"a": {"hooks": "post-create"}, "b": {"x": {"hooks": "pre-boot"}}}
+                }
+            }
+        )
+    text = str(refused.value)
+    assert (
+        "environment.resource_registry.resources.a.hooks: hook 'post-create' is not supported by Converge"
+        in text
+    )
+    assert "environment.resource_registry.resources.b.x.hooks: invalid hook type 'pre-boot'" in text

@@ -360,7 +360,7 @@ LOAD_ERRORS: list[tuple[str, str, Any, str]] = [
     ),
     ("Ref after 2013", LATEST, {"Ref": "dep"}, "use get_resource or get_param"),
     ("Fn::GetAZs not supported", "2013-05-23", {"Fn::GetAZs": ""}, "not supported"),
-    ("resource_facade not supported", LATEST, {"resource_facade": "metadata"}, "not supported"),
+    ("resource_facade bad argument", LATEST, {"resource_facade": "tags"}, "should be one of"),
 ]
 
 

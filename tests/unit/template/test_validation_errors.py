@@ -72,7 +72,8 @@ def test_every_error_is_reported_with_its_path() -> None:
         "resources.cache.properties.value.get_attr: get_attr: resource 'web' has no attribute 'nope' "
         "(its type declares: output)",
         "resources.cache.depends_on: unknown resource 'ghost'",
-        "resources.cache.deletion_policy: deletion_policy Snapshot is not supported; use Delete or Retain",
+        'resources.cache.deletion_policy: "Snapshot" deletion policy not supported by '
+        "OS::Heat::TestResource (it takes no snapshots); use Delete or Retain",
         "outputs.out.value.get_resource: get_resource: unknown resource 'missing'",
     ]
     assert isinstance(caught.value, InvalidInput)
