@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import igraph
@@ -202,7 +203,7 @@ def _draw(names: list[str], edges: list[tuple[str, str]], max_row: int) -> _Draw
             dummy[(side, end, r)] = len(vertex_row)
             vertex_row.append(r)
         path = [vertex[a], *(dummy[(side, end, r)] for r in span), vertex[b]]
-        links.update(zip(path, path[1:], strict=False))
+        links.update(pairwise(path))
         routes.append((a, b, side, path))
 
     slots = _place(len(vertex_row), sorted(links), vertex_row)
@@ -246,7 +247,14 @@ def _draw(names: list[str], edges: list[tuple[str, str]], max_row: int) -> _Draw
         below = top(va) + NODE_HEIGHT + GAP_Y / 2
         above = top(vb) - GAP_Y / 2
         sx, tx = centre(va), centre(vb)
-        points = [(sx, top(va) + NODE_HEIGHT), (sx, below), (x, below), (x, above), (tx, above), (tx, top(vb))]
+        points = [
+            (sx, top(va) + NODE_HEIGHT),
+            (sx, below),
+            (x, below),
+            (x, above),
+            (tx, above),
+            (tx, top(vb)),
+        ]
         paths.append({"from": a, "to": b, "points": points, "arrow": True})
     boxes = {n: (centre(vertex[n]) - NODE_WIDTH / 2, top(vertex[n])) for n in names}
     width = max(x + NODE_WIDTH for x, _ in boxes.values())
@@ -267,6 +275,6 @@ def _place(count: int, links: list[tuple[int, int]], rows: list[int]) -> list[fl
     for v in sorted(range(count), key=lambda v: (slots[v], v)):
         by_row.setdefault(rows[v], []).append(v)
     for members in by_row.values():
-        for left, v in zip(members, members[1:], strict=False):
+        for left, v in pairwise(members):
             slots[v] = max(slots[v], slots[left] + 1)
     return slots

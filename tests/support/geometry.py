@@ -11,6 +11,7 @@ does what is drawn.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 Box = tuple[float, float, float, float]  # left, top, right, bottom
@@ -28,7 +29,7 @@ def overlaps(a: Box, b: Box) -> bool:
 
 
 def pieces(points: Sequence[Sequence[float]]) -> Iterable[Box]:
-    for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False):
+    for (x1, y1), (x2, y2) in pairwise(points):
         yield (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
 
 
@@ -37,7 +38,9 @@ def edges_through_boxes(edges: Iterable[Mapping[str, Any]], boxes: Mapping[str, 
     found = []
     for e in edges:
         for piece in pieces(e["points"]):
-            found += [f"{e['from']}->{e['to']} enters {n}" for n, box in boxes.items() if overlaps(piece, box)]
+            found += [
+                f"{e['from']}->{e['to']} enters {n}" for n, box in boxes.items() if overlaps(piece, box)
+            ]
     return found
 
 
@@ -49,7 +52,7 @@ def unconnected_edges(
     after: dict[tuple[float, float], set[tuple[float, float]]] = {}
     for e in drawn:
         pts = [(round(x, 1), round(y, 1)) for x, y in e["points"]]
-        for p, q in zip(pts, pts[1:], strict=False):
+        for p, q in pairwise(pts):
             after.setdefault(p, set()).add(q)
     missing = []
     for a, b in wanted:

@@ -25,7 +25,8 @@ def drawn_cleanly(names: list[str], edges: list[tuple[str, str]]) -> dict[str, A
     assert unconnected_edges(edges, drawing["edges"], boxes) == []
     lefts = [box[0] for box in boxes.values()]
     tops = [box[1] for box in boxes.values()]
-    assert min(lefts) >= 0 and min(tops) >= 0
+    assert min(lefts) >= 0
+    assert min(tops) >= 0
     assert max(b[2] for b in boxes.values()) <= drawing["width"]
     assert max(b[3] for b in boxes.values()) <= drawing["height"]
     return drawing
@@ -67,7 +68,7 @@ def test_the_web_tier_is_drawn_in_layers_with_its_long_edges_routed_between_boxe
     boxes = boxes_of(drawing["positions"], drawing["node_width"], drawing["node_height"])
     for e in drawing["edges"]:
         if (e["from"], e["to"]) in spanning:  # it leaves or joins a trunk, or goes round a row
-            (x1, y1), (x2, y2) = e["points"][0], e["points"][-1]
+            (_, y1), (_, y2) = e["points"][0], e["points"][-1]
             straight = len(e["points"]) == 2 and y1 == boxes[e["from"]][3] and y2 == boxes[e["to"]][1]
             assert not straight, e
 

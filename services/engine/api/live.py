@@ -4,10 +4,11 @@
 status, physical id, whether it was replaced by the current operation or has
 drifted) and an edge per dependency, their drawing (`layout`: each box's
 position and each edge's path around the boxes, `services.engine.graph_layout`,
-computed in the template pool), plus the event cursor the snapshot is good to. `GET .../stream?after=<cursor>` then pushes what changes as
-server-sent events: the engine tails the stack's events with one query per
-poll interval and sends each batch, with the stack's status, as one SSE
-message; a `Last-Event-ID` header resumes where a dropped stream stopped.
+computed in the template pool), plus the event cursor the snapshot is good to.
+`GET .../stream?after=<cursor>` then pushes what changes as server-sent events:
+the engine tails the stack's events with one query per poll interval and
+sends each batch, with the stack's status, as one SSE message; a
+`Last-Event-ID` header resumes where a dropped stream stopped.
 Both sit behind the auth middleware like every `/v1` route (the browser reads
 the stream with `fetch`, which can send `X-Auth-Token`).
 
