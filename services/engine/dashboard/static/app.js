@@ -203,7 +203,7 @@ class StackList {
           { dataset: { stack: s.stack_name } },
           h("th", { scope: "row" }, link),
           h("td", {}, badge(s.stack_status)),
-          h("td", { class: "counts" }, resourceCounts(s.resource_counts || {})),
+          h("td", {}, h("div", { class: "counts" }, resourceCounts(s.resource_counts || {}))),
           h("td", { class: "observation" }, o.enabled ? [h("span", { class: "dot on", "aria-hidden": "true" }), `every ${seconds(o.interval)}`, o.heal ? h("span", { class: "tag" }, "heal") : ""] : h("span", { class: "muted" }, "off")),
           h("td", { class: "drift" }, drifted ? h("span", { class: "badge drifted" }, `${drifted} drifted`) : h("span", { class: "muted" }, o.enabled ? "none" : "—")),
           h("td", { title: s.updated_time || s.creation_time }, `${age(s.updated_time || s.creation_time)} ago`),

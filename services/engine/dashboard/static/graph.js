@@ -98,7 +98,10 @@ export class GraphView {
    */
   setGraph(nodes, edges, drawing, { keepView = false } = {}) {
     const started = performance.now();
+    const before = this.layoutInfo;
     this.layoutInfo = { nodeWidth: drawing.node_width, nodeHeight: drawing.node_height, width: drawing.width, height: drawing.height };
+    // A view kept across a reload only while the drawing keeps its size (an update can reshape it).
+    if (before && (before.width !== drawing.width || before.height !== drawing.height)) keepView = false;
     this.nodes = new Map();
     for (const n of nodes) {
       const [x, y, row] = drawing.positions[n.name];
