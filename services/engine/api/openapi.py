@@ -384,6 +384,14 @@ def _service_paths() -> Json:
                 "parameters": [_path_param("file", "A file name, e.g. app.js.")],
             }
         },
+        "/favicon.ico": {
+            "get": _operation(
+                "The dashboard's icon: a redirect to /dashboard/favicon.svg",
+                {"301": {"description": "Moved to /dashboard/favicon.svg."}},
+                tag="service",
+                v1=False,
+            )
+        },
     }
 
 
