@@ -102,7 +102,8 @@ async def shoot(page: Page, name: str, wait: str | None = None) -> None:
         if wait:
             await page.wait_for_function(wait)
         await page.evaluate(
-            "() => new Promise((r) => { scrollTo(0, 0); requestAnimationFrame(() => requestAnimationFrame(r)); })"
+            "() => new Promise((r) => { scrollTo(0, 0);"
+            " requestAnimationFrame(() => requestAnimationFrame(r)); })"
         )
         await page.screenshot(path=ARTIFACTS / f"{name}-{width}.png", full_page=width == 800)
     await page.set_viewport_size({"width": 1400, "height": 900})
