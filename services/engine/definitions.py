@@ -31,7 +31,7 @@ def identity_of(stack: StackRow) -> StackIdentity:
 
 
 def stored_goal(record: TemplateRecord) -> Goal:
-    return Goal(record.template, record.environment, record.parameters, record.files)
+    return Goal(record.template, record.environment, record.parameters, record.files, record.source)
 
 
 class DefinitionCache:

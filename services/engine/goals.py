@@ -47,6 +47,8 @@ class Goal:
     environment: Mapping[str, Any] = field(default_factory=dict)
     parameters: Mapping[str, Any] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)
+    #: The template's text as sent (comments and layout kept), None if it came as an object.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,13 @@ def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[
     check_storable(spec.files, "files")
     base = spec.base
     adoption = _adoption(spec.adopt, limits, budget) if spec.adopt is not None else None
+    source = spec.template if isinstance(spec.template, str) else None
     if spec.template is not None:
         template: Mapping[str, Any] = document(spec.template, "template", limits, budget)
     elif adoption is not None and adoption.template is not None:
         template = document(adoption.template, "template", limits, budget)
     elif base is not None:
-        template = base.template
+        template, source = base.template, base.source
     else:
         raise InvalidInput("a template is required")
     given = spec.environment
@@ -152,10 +155,10 @@ def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[
             declared=declared if isinstance(declared, Mapping) else {},
         )
         return (
-            Goal(template, environment, parameters, {**base.files, **spec.files}),
+            Goal(template, environment, parameters, {**base.files, **spec.files}, source),
             adoption.physical_ids() if adoption else {},
         )
-    goal = Goal(template, environment, dict(spec.parameters), dict(spec.files))
+    goal = Goal(template, environment, dict(spec.parameters), dict(spec.files), source)
     return goal, adoption.physical_ids() if adoption else {}
 
 

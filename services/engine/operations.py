@@ -400,7 +400,9 @@ class Operations:
         existing: list[ResourceRow],
     ) -> TraversalId:
         template_id = TemplateId(uuid.uuid4())
-        record = TemplateRecord(template_id, goal.template, goal.environment, goal.files, goal.parameters)
+        record = TemplateRecord(
+            template_id, goal.template, goal.environment, goal.files, goal.parameters, goal.source
+        )
         await tx.insert_template(stack.stack_id, record)
         self._definitions.put(template_id, definition)
         return await begin_traversal(

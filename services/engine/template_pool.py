@@ -3,8 +3,8 @@
 Where it sits: an edge, injected into the API handlers, `Operations`,
 `DefinitionCache` and nested `Children` as a `TemplateRunner`, which runs a
 pure job (`goals.load_goal`, `validate_goal`, `load_definition`,
-`load_child_goal`) and returns its result. `TemplatePool` (what
-`converge-engine` and `converge up` use) runs each job in one of a bounded
+`load_child_goal`, the dashboard's `graph_layout.layout`) and returns its
+result. `TemplatePool` (what `converge-engine` and `converge up` use) runs each job in one of a bounded
 number of worker processes (pebble's `ProcessPool`, started by forkserver):
 
 - a job that runs longer than `timeout_seconds` is stopped by killing its
@@ -51,7 +51,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 #: Imported once by the fork server, so each worker starts with them loaded.
-_PRELOAD = ("services.engine.goals",)
+_PRELOAD = ("services.engine.goals", "services.engine.graph_layout")
 
 
 class TemplateRunner(Protocol):

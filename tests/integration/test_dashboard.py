@@ -4,26 +4,30 @@ Real: `converge up` (engine, worker, observer, the in-process sandbox cloud,
 PostgreSQL) started as its own process, the dashboard's files as the engine
 serves them, and a headless Chromium (tests/support/browser.py: skipped
 without one) driven through Playwright. The
-test does what a person would: signs in, creates the examples' web tier,
-watches it converge in the graph, opens a resource, previews and applies an
-update, cancels a slow one, observes, and deletes. Screenshots of the graph
-mid-convergence land in test-artifacts/dashboard/ (gitignored). Nothing is
+test does what a person would: signs in, creates the examples' web tier with
+an environment and parameters, watches it converge in the graph (whose edges,
+read back from the page, pass through no box), opens a resource, previews and
+applies an update through the form, cancels a slow one, observes drift, opens a
+failed stack by its name, and deletes. Screenshots (the list, a converging
+stack, drift and a failed stack at 1400 and 800 px) land in
+test-artifacts/dashboard/ (gitignored; docs/ keeps a copy for the README). Nothing is
 faked; every wait is on a condition the page shows, with a generous bound.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
-from playwright.async_api import Browser, Page, Route, async_playwright, expect
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.support.browser import MISSING, find_chromium
+from tests.support.geometry import edges_through_boxes, unconnected_edges
 from tests.support.sandbox import RunningUp, start_up
 
 CHROMIUM = find_chromium()
@@ -91,6 +95,34 @@ async def wait_graph(page: Page, condition: str) -> None:
     )
 
 
+async def shoot(page: Page, name: str, wait: str | None = None) -> None:
+    """Screenshots of the page at 1400 and 800 px wide (docs/ keeps a copy of them)."""
+    for width in (1400, 800):
+        await page.set_viewport_size({"width": width, "height": 900})
+        if wait:
+            await page.wait_for_function(wait)
+        await page.evaluate(
+            "() => new Promise((r) => { scrollTo(0, 0);"
+            " requestAnimationFrame(() => requestAnimationFrame(r)); })"
+        )
+        await page.screenshot(path=ARTIFACTS / f"{name}-{width}.png", full_page=width == 800)
+    await page.set_viewport_size({"width": 1400, "height": 900})
+
+
+async def check_edges_avoid_boxes(page: Page) -> int:
+    """Read the graph as the page draws it (each box's rectangle, each edge's path) and check
+    no piece of a path enters a box and every dependency is drawn source to target."""
+    drawn: dict[str, Any] = await page.evaluate(
+        "() => { const g = window.convergeDashboard.graph;"
+        " return { boxes: g.boxes(), paths: g.paths, edges: g.edges }; }"
+    )
+    boxes = {b["name"]: (b["x"], b["y"], b["x"] + b["width"], b["y"] + b["height"]) for b in drawn["boxes"]}
+    assert edges_through_boxes(drawn["paths"], boxes) == []
+    wanted = [(e["from"], e["to"]) for e in drawn["edges"]]
+    assert unconnected_edges(wanted, drawn["paths"], boxes) == []
+    return len(wanted)
+
+
 async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     up: RunningUp, browser: Browser
 ) -> None:
@@ -107,26 +139,40 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     await page.click("button[type=submit]")
     await expect(page.get_by_role("heading", name="Stacks")).to_be_visible()
     assert await page.evaluate("() => sessionStorage.getItem('converge.token')") == up.token
+    icon = await page.evaluate("() => document.querySelector('link[rel=icon]').href")
+    assert icon.endswith("/dashboard/favicon.svg")
 
-    # Create the examples' web tier from the page.
+    # Create the examples' web tier from the page, with an environment and parameters: the
+    # form asks the engine for the template's parameters and shows them as fields.
+    web_tier = (ROOT / "examples" / "web-tier.yaml").read_text()
     await page.fill("#new-name", "web")
-    await page.set_input_files("#new-file", str(ROOT / "examples" / "web-tier.yaml"))
-    await expect(page.locator("#new-template")).to_have_value(
-        (ROOT / "examples" / "web-tier.yaml").read_text()
-    )
-    await page.click("form button:has-text('Create')")
+    await page.set_input_files("#new-template-file", str(ROOT / "examples" / "web-tier.yaml"))
+    await expect(page.locator("#new-template")).to_have_value(web_tier)
+    await expect(page.locator("#new-param-flavor")).to_be_visible()
+    assert await page.locator("#new-param-flavor option").all_inner_texts() == [
+        "Default (m1.small)", "m1.tiny", "m1.small", "m1.medium", "m1.large", "m1.xlarge",
+    ]  # fmt: skip
+    assert await page.get_attribute("#new-param-volume_size", "type") == "number"
+    await page.click("details.environment summary")
+    await page.fill("#new-environment", "parameter_defaults:\n  volume_size: 20  # GiB\n")
+    await page.select_option("#new-param-flavor", "m1.medium")
+    await expect(page.locator("#new-param-volume_size")).to_have_attribute("placeholder", "default: 20")
+    await page.click("form button:has-text('Create stack')")
     await page.wait_for_url("**/#/stacks/web/*")
     await page.wait_for_function(GRAPH_READY)
+    shown = await api_get(up, "/stacks/web")
+    assert shown["stack"]["parameters"]["flavor"] == "m1.medium"
+    assert shown["stack"]["parameters"]["volume_size"] == "20"
 
     # Mid-convergence: some resources done while others still build, pushed by the stream.
     await wait_graph(page, "(c.complete || 0) > 0 && (c.progress || 0) > 0")
     await expect(page.locator("#live-state")).to_have_text("live")
     await page.locator("#graph").screenshot(path=ARTIFACTS / "create-mid-convergence-graph.png")
-    await page.screenshot(path=ARTIFACTS / "create-mid-convergence.png")
+    await page.screenshot(path=ARTIFACTS / "converging-1400.png")
     await wait_graph(page, "c.complete === g.nodes.size")
     await expect(page.locator("#stack-status")).to_have_text("CREATE COMPLETE")
     await expect(page.locator("#resource-list li[data-state=complete]")).to_have_count(
-        len(yaml.safe_load((ROOT / "examples" / "web-tier.yaml").read_text())["resources"])
+        len(yaml.safe_load(web_tier)["resources"])
     )
     edges = await page.evaluate("() => window.convergeDashboard.graph.edges")
     assert {"from": "net", "to": "subnet"} in edges
@@ -135,7 +181,9 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
         "() => Object.fromEntries([...window.convergeDashboard.graph.nodes.values()]"
         ".map(n => [n.name, n.layer]))"
     )
-    assert all(layers[e["from"]] < layers[e["to"]] for e in edges), "every edge points down a layer"
+    assert all(layers[e["from"]] < layers[e["to"]] for e in edges), "every edge points down a row"
+    assert any(layers[e["to"]] - layers[e["from"]] > 1 for e in edges), "some edges pass a row"
+    assert await check_edges_avoid_boxes(page) == len(edges)
     await page.click("#tab-outputs")
     await expect(page.locator("#outputs")).to_contain_text("server_addresses")
 
@@ -152,11 +200,15 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     await expect(page.locator("#resource-properties")).to_contain_text('"name": "web-1"')
     await expect(page.locator("#resource-status")).to_have_text("CREATE COMPLETE")
 
-    # Update from an edited template: preview first, then apply and watch it converge.
+    # Update through the form: the template as it was sent (comments and all), the current
+    # parameters filled in; a new template and a changed parameter, previewed, then applied.
     v2 = (ROOT / "examples" / "web-tier-v2.yaml").read_text()
     await page.click("text=Update…")
-    await expect(page.locator("#template-text")).to_have_value(re.compile('"heat_template_version"'))
+    await expect(page.locator("#template-text")).to_have_value(web_tier)
+    await expect(page.locator("#update-param-flavor")).to_have_value("m1.medium")
     await page.fill("#template-text", v2)
+    await expect(page.locator("#update-param-flavor")).to_have_value("m1.medium")  # kept as the fields change
+    await page.select_option("#update-param-flavor", "m1.large")
     await page.click("#preview-update")
     await expect(page.locator("#preview-changes dt[data-change=added]")).to_contain_text("added")
     await expect(page.locator("#preview-changes")).to_contain_text("web3")
@@ -167,6 +219,10 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     await page.locator("#graph").screenshot(path=ARTIFACTS / "update-mid-convergence-graph.png")
     await expect(page.locator("#stack-status")).to_have_text("UPDATE COMPLETE")
     await wait_graph(page, "g.state('web1') === 'replaced' && g.state('web3') === 'complete'")
+    shown = await api_get(up, "/stacks/web")
+    assert shown["stack"]["parameters"]["flavor"] == "m1.large"
+    assert shown["stack"]["parameters"]["volume_size"] == "20", "the environment is kept"
+    await check_edges_avoid_boxes(page)
 
     # A slow update, cancelled: it rolls back and the slow resource goes again.
     slow = yaml.safe_load(v2)
@@ -174,6 +230,8 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
         "type": "OS::Heat::TestResource",
         "properties": {"value": "late", "action_wait_secs": {"create": 5}},
     }
+    await page.click("#reload-template")
+    await expect(page.locator("#template-text")).to_have_value(v2)
     await page.fill("#template-text", json.dumps(slow, indent=2, default=str))
     await page.click("#preview-update")
     await expect(page.locator("#preview-changes dt[data-change=added]")).to_be_visible()
@@ -183,68 +241,76 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     await expect(page.locator("#stack-status")).to_have_text("ROLLBACK COMPLETE")
     await wait_graph(page, "!g.nodes.has('slow') && c.complete + (c.replaced || 0) === g.nodes.size")
 
-    # Observation on and off.
+    # Observation: the controls show what is in force; drift shows in the graph and the list.
+    await page.fill("#observe-interval", "1")
     await page.click("#observe-start")
-    await expect(page.locator("#observation-state")).to_contain_text("Observing every 10s")
+    await expect(page.locator("#observation-state")).to_contain_text(
+        "Observing every 1s, reporting drift only"
+    )
+    await expect(page.locator("#observe-state")).to_have_text("Observed")
+    await expect(page.locator("#observe-interval")).to_have_value("1")
+    assert not await page.is_checked("#observe-heal")
+    web1 = (await api_get(up, "/stacks/web/resources/web1"))["resource"]["physical_resource_id"]
+    await up_post(up, f"/sandbox/v1/servers/{web1}/break", {"reason": "host lost"})
+    await wait_graph(page, "g.state('web1') === 'drifted'")
+    await page.click("#tab-observation")
+    await expect(page.locator("#observation")).to_contain_text("web1 drifted")
+    await shoot(page, "drift")
+    await page.click("text=← All stacks")
+    await expect(page.locator("tr[data-stack=web] td.drift")).to_have_text("1 drifted")
+    await expect(page.locator("tr[data-stack=web] td.observation")).to_have_text("every 1 s")
+
+    # A failed stack, opened by a deep link with its name alone; then the list with all of them.
+    await api_post(
+        up, "/stacks", {"stack_name": "flaky", "template": (ROOT / "examples" / "failing.yaml").read_text()}
+    )
+    await page.goto(f"{up.base}/#/stacks/flaky")
+    await page.wait_for_url("**/#/stacks/flaky/*")
+    await expect(page.locator("#stack-status")).to_have_text("CREATE FAILED")
+    await expect(page.locator("#stack-reason")).to_contain_text("the thing was asked to fail")
+    await shoot(page, "failed", GRAPH_READY)
+    await page.goto(f"{up.base}/#/stacks/nosuch")
+    await expect(page.get_by_role("alert")).to_have_text("There is no stack named nosuch in project demo.")
+    await page.goto(f"{up.base}/#/")
+    await expect(page.locator("tr[data-stack=flaky]")).to_contain_text("CREATE FAILED")
+    await shoot(page, "list")
+
+    # The converging shot at 800 px: a fresh create, caught while it builds.
+    await api_post(up, "/stacks", {"stack_name": "web2", "template": web_tier})
+    await page.goto(f"{up.base}/#/stacks/web2")
+    await page.set_viewport_size({"width": 800, "height": 900})
+    await wait_graph(page, "(c.complete || 0) > 0 && (c.progress || 0) > 0")
+    await page.screenshot(path=ARTIFACTS / "converging-800.png", full_page=True)
+    await page.set_viewport_size({"width": 1400, "height": 900})
+
+    # Observation off; then delete, confirmed in the browser's dialog.
+    await page.goto(f"{up.base}/#/stacks/web")
     await page.click("#observe-stop")
     await expect(page.locator("#observation-state")).to_have_text("Not observed.")
-
-    # Delete, confirmed in the browser's dialog; the page says when it is gone.
     page.once("dialog", lambda dialog: dialog.accept())
     await page.click("#delete-stack")
     await expect(page.locator("#action-result")).to_have_text("This stack is deleted.")
     await page.click("text=← All stacks")
-    await expect(page.locator("table.stacks tbody")).to_contain_text("No stacks match.")
+    await expect(page.locator("tr[data-stack=web]")).to_have_count(0)
     assert errors == [], errors
 
 
-async def test_layout_layers_follow_dependencies_and_barycentres_remove_crossings(browser: Browser) -> None:
-    """The layout module in the browser itself, served from the working tree."""
-    page, errors = await open_page(browser, "http://dashboard.test")
+async def api_get(up: RunningUp, path: str) -> Any:
+    async with (
+        aiohttp.ClientSession(headers={"X-Auth-Token": up.token}) as http,
+        http.get(f"{up.base}/v1/demo{path}") as r,
+    ):
+        assert r.status == 200, await r.text()
+        return await r.json()
 
-    async def serve(route: Route) -> None:
-        name = route.request.url.rsplit("/", 1)[-1] or "index.html"
-        if name == "blank":
-            await route.fulfill(body="<!doctype html><title>layout</title>", content_type="text/html")
-        else:
-            await route.fulfill(path=STATIC / name, content_type="text/javascript")
 
-    await page.route("http://dashboard.test/**", serve)
-    await page.goto("/dashboard/blank")
-    result: dict[str, Any] = await page.evaluate(
-        """async () => {
-            const { layout, crossings } = await import('/dashboard/layout.js');
-            // A diamond, a chain and a crossing pair: b1 needs a2, b2 needs a1.
-            const names = ['a1', 'a2', 'b1', 'b2', 'top', 'left', 'right', 'bottom', 'x'];
-            const edges = [
-                {from: 'a2', to: 'b1'}, {from: 'a1', to: 'b2'},
-                {from: 'top', to: 'left'}, {from: 'top', to: 'right'},
-                {from: 'left', to: 'bottom'}, {from: 'right', to: 'bottom'},
-                {from: 'top', to: 'bottom'}, {from: 'bottom', to: 'x'},
-            ];
-            const placed = layout(names, edges);
-            const plain = layout(names, edges, {sweeps: 0});
-            const wide = layout(Array.from({length: 2000}, (_, i) => `r${i}`), [], {maxPerRow: 40});
-            const cycle = layout(['p', 'q'], [{from: 'p', to: 'q'}, {from: 'q', to: 'p'}]);
-            return {
-                layer: Object.fromEntries(placed.layerOf),
-                crossings: crossings(placed.rows, edges),
-                before: crossings(plain.rows, edges),
-                rows: placed.rows,
-                wideRows: new Set([...wide.position.values()].map(p => p.y)).size,
-                wideWidth: wide.width,
-                cyclePlaced: cycle.position.size,
-            };
-        }"""
-    )
-    assert result["layer"] == {
-        "a1": 0, "a2": 0, "top": 0, "x": 3,
-        "b1": 1, "b2": 1, "left": 1, "right": 1,
-        "bottom": 2,
-    }  # fmt: skip
-    assert result["before"] > 0, "the input order crosses"
-    assert result["crossings"] == 0, result["rows"]
-    assert result["wideRows"] == 50, "2,000 independent resources wrap onto rows of 40"
-    assert result["wideWidth"] < 8000
-    assert result["cyclePlaced"] == 2, "a cycle is drawn, not lost"
-    assert errors == [], errors
+async def api_post(up: RunningUp, path: str, body: Any) -> None:
+    await up_post(up, f"/v1/demo{path}", body)
+
+
+async def up_post(up: RunningUp, path: str, body: Any) -> None:
+    async with (
+        aiohttp.ClientSession(headers={"X-Auth-Token": up.token}) as http,
+        http.post(f"{up.base}{path}", json=body) as r,
+    ):
+        assert r.status < 300, await r.text()

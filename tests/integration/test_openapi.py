@@ -38,6 +38,7 @@ DISPATCHED = {
     *((method, CATCH_ALL) for method in ("GET", "PUT", "PATCH", "DELETE")),  # name or id alone: 302
     *((method, STACK) for method in ("GET", "PUT", "PATCH", "DELETE")),
     ("GET", f"{STACK}/template"),
+    ("GET", f"{STACK}/template/source"),
     ("GET", f"{STACK}/environment"),
     ("GET", f"{STACK}/files"),
     ("GET", f"{STACK}/outputs"),

@@ -110,8 +110,11 @@ def make_venv(venv: Path, user: Newcomer) -> None:
         module, function = target.split(":")
         script = venv / "bin" / name
         python = venv / "bin" / "python"
+        # As pip writes them: guarded, since the template pool's forkserver imports the main
+        # module again in each worker process.
         script.write_text(
-            f"#!{python}\nimport sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+            f"#!{python}\nimport sys\nfrom {module} import {function}\n"
+            f"if __name__ == '__main__':\n    sys.exit({function}())\n"
         )
         script.chmod(0o755)
     (venv / "bin" / ".installed").touch()  # newer than pyproject.toml: `make` installs nothing

@@ -1,4 +1,5 @@
-"""The web dashboard's static files: `/` (its page) and `/dashboard/{file}`.
+"""The web dashboard's static files: `/` (its page), `/dashboard/{file}`, and
+`/favicon.ico` (a redirect to its icon, for what asks there without reading the page).
 
 Plain HTML, CSS and ES modules committed under `services/engine/dashboard/static`,
 served as they are (no build step, nothing fetched from elsewhere). They hold
@@ -53,4 +54,7 @@ def dashboard_routes() -> list[web.RouteDef]:
     async def asset(request: web.Request) -> web.Response:
         return _serve(request.match_info["file"])
 
-    return [web.get("/", index), web.get("/dashboard/{file}", asset)]
+    async def favicon(_: web.Request) -> web.Response:
+        raise web.HTTPMovedPermanently("/dashboard/favicon.svg")
+
+    return [web.get("/", index), web.get("/dashboard/{file}", asset), web.get("/favicon.ico", favicon)]

@@ -2,11 +2,13 @@
 
 `GET .../graph` is a snapshot: a node per current resource (name, type,
 status, physical id, whether it was replaced by the current operation or has
-drifted) and an edge per dependency, plus the event cursor the snapshot is
-good to. `GET .../stream?after=<cursor>` then pushes what changes as
-server-sent events: the engine tails the stack's events with one query per
-poll interval and sends each batch, with the stack's status, as one SSE
-message; a `Last-Event-ID` header resumes where a dropped stream stopped.
+drifted) and an edge per dependency, their drawing (`layout`: each box's
+position and each edge's path around the boxes, `services.engine.graph_layout`,
+computed in the template pool), plus the event cursor the snapshot is good to.
+`GET .../stream?after=<cursor>` then pushes what changes as server-sent events:
+the engine tails the stack's events with one query per poll interval and
+sends each batch, with the stack's status, as one SSE message; a
+`Last-Event-ID` header resumes where a dropped stream stopped.
 Both sit behind the auth middleware like every `/v1` route (the browser reads
 the stream with `fetch`, which can send `X-Auth-Token`).
 
@@ -35,6 +37,7 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, too_many
 from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.api.views import json_response, timestamp
+from services.engine.graph_layout import layout
 from services.engine.store.queries import StackView
 
 #: Events sent per poll at most (half a normal events page); a backlog drains over the
@@ -176,6 +179,10 @@ async def graph(deps: ApiDeps, request: web.Request, stack: StackView) -> web.Re
         rows,
         template_requires=requires,
         current_template_id=str(stack.current_template_id) if stack.current_template_id else None,
+    )
+    # Laid out in the template pool: igraph's work grows with what the template makes.
+    body["layout"] = await deps.templates.run(
+        layout, [n["name"] for n in body["nodes"]], [(e["from"], e["to"]) for e in body["edges"]]
     )
     body["stack"] = {
         "id": str(stack.stack_id),

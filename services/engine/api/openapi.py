@@ -137,6 +137,11 @@ _STACK_LIST_QUERY = (
         "with_resource_counts",
         "Converge extension: give each stack resource_counts, its resources counted by status.",
     ),
+    _bool_query(
+        "with_observation",
+        "Converge extension: give each stack observation: enabled, interval (s), heal, and drifted "
+        "(how many of its resources have drifted now).",
+    ),
 )
 _EVENT_FILTERS = (
     _query(
@@ -220,6 +225,34 @@ _GRAPH = _object(
                     "items": _object({"from": {"type": "string"}, "to": {"type": "string"}}),
                     "description": "One per dependency: `to` requires `from`.",
                 },
+                "layout": _object(
+                    {
+                        "node_width": {"type": "number"},
+                        "node_height": {"type": "number"},
+                        "width": {"type": "number"},
+                        "height": {"type": "number"},
+                        "positions": {
+                            "type": "object",
+                            "description": "name -> [x, y, row]: a box's top-left corner (CSS pixels) "
+                            "and its row in `rows`.",
+                        },
+                        "rows": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+                        "edges": {
+                            "type": "array",
+                            "items": _object(
+                                {
+                                    "from": {"type": "string"},
+                                    "to": {"type": "string"},
+                                    "points": {"type": "array", "items": {"type": "array"}},
+                                    "arrow": {"type": "boolean"},
+                                }
+                            ),
+                            "description": "Each dependency's path, routed between the boxes (never "
+                            "through one): the part no earlier edge drew (edges of one source or "
+                            "target share a trunk); `arrow`: the path ends on its target.",
+                        },
+                    }
+                ),
             },
             required=("nodes", "edges", "cursor"),
         )
@@ -403,6 +436,14 @@ def _service_paths() -> Json:
                 "parameters": [_path_param("file", "A file name, e.g. app.js.")],
             }
         },
+        "/favicon.ico": {
+            "get": _operation(
+                "The dashboard's icon: a redirect to /dashboard/favicon.svg",
+                {"301": {"description": "Moved to /dashboard/favicon.svg."}},
+                tag="service",
+                v1=False,
+            )
+        },
     }
 
 
@@ -524,6 +565,12 @@ def _stack_paths() -> Json:
             ),
         },
         f"{one}/template": get("The current template", _ANY_OBJECT, errors=(409,)),
+        f"{one}/template/source": get(
+            "Converge extension: the current template's text as it was sent (comments kept); a "
+            "template sent as an object is given as JSON text, with as_sent false",
+            _object({"source": {"type": "string"}, "as_sent": {"type": "boolean"}}),
+            errors=(409,),
+        ),
         f"{one}/environment": get("The current environment", _ANY_OBJECT, errors=(409,)),
         f"{one}/files": get("The current files", _ANY_OBJECT, errors=(409,)),
         f"{one}/outputs": get("List outputs", _list_of("outputs", _OUTPUT_VIEW)),

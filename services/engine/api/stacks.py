@@ -14,6 +14,7 @@ the same 401, whatever exists.
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +41,15 @@ from shared.errors import ConflictError
 MAX_LIST = 1000
 MAX_FILTER_TAGS = 50  # tags one list filter may name
 MAX_TAG_LENGTH = 255
+HOT_SECTIONS = (
+    "heat_template_version",
+    "description",
+    "parameter_groups",
+    "parameters",
+    "conditions",
+    "resources",
+    "outputs",
+)
 STACK_ACTIONS = {"check": Action.CHECK, "suspend": Action.SUSPEND, "resume": Action.RESUME}
 
 
@@ -103,6 +113,10 @@ class StackRoutes:
             counts = await self._d.queries.resource_counts([s.stack_id for s in stacks])
             for view, s in zip(views, stacks, strict=True):
                 view["resource_counts"] = counts[s.stack_id]
+        if q.get("with_observation", "").lower() == "true":  # a Converge extension (the dashboard)
+            observed = await self._d.queries.observation_summaries([s.stack_id for s in stacks])
+            for view, s in zip(views, stacks, strict=True):
+                view["observation"] = observed[s.stack_id]
         return json_response({"stacks": views})
 
     async def create(self, request: web.Request) -> web.Response:
@@ -220,6 +234,8 @@ class StackRoutes:
         head = rest[0]
         if head in ("template", "environment", "files") and method == "GET" and len(rest) == 1:
             return await self.stored(request, stack, head)
+        if rest == ["template", "source"] and method == "GET":
+            return await self.template_source(stack)
         if head == "outputs" and method == "GET" and len(rest) <= 2:
             return await self.outputs(request, stack, rest[1] if len(rest) == 2 else None)
         if head == "preview" and method == "PUT" and len(rest) == 1:
@@ -293,7 +309,7 @@ class StackRoutes:
         record = await self._d.queries.template(stack.current_template_id)
         if record is None:
             raise ConflictError(f"stack {stack.name} has no template yet")
-        return Goal(record.template, record.environment, record.parameters, record.files)
+        return Goal(record.template, record.environment, record.parameters, record.files, record.source)
 
     async def stored(self, request: web.Request, stack: StackView, what: str) -> web.Response:
         goal = await self._current_goal(stack)
@@ -306,6 +322,19 @@ class StackRoutes:
                 if isinstance(value[section], dict):
                     value[section] = secrets.parameters(value[section])
         return json_response(value)
+
+    async def template_source(self, stack: StackView) -> web.Response:
+        """The current template as the user sent it (a Converge extension: Heat's `.../template`
+        answers the parsed document). A template sent as an object, or adopted, has no text:
+        it is answered as JSON text of the stored document, its sections in HOT's order, with
+        `as_sent` false."""
+        goal = await self._current_goal(stack)
+        if goal.source is not None:
+            return json_response({"source": goal.source, "as_sent": True})
+        order = {k: i for i, k in enumerate(HOT_SECTIONS)}
+        sections = sorted(goal.template.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+        text = json.dumps(dict(sections), indent=2, ensure_ascii=False)
+        return json_response({"source": text + "\n", "as_sent": False})
 
     async def outputs(self, request: web.Request, stack: StackView, key: str | None) -> web.Response:
         _, outputs = await self._d.definition_and_outputs(stack)

@@ -227,13 +227,15 @@ class Queries:
 
     async def template(self, template_id: uuid.UUID) -> TemplateRecord | None:
         r = await self._pool.fetchrow(
-            """SELECT template_id, template, environment, files, parameters
+            """SELECT template_id, template, environment, files, parameters, source
                FROM templates WHERE template_id = $1""",
             template_id,
         )
         if r is None:
             return None
-        return TemplateRecord(r["template_id"], r["template"], r["environment"], r["files"], r["parameters"])
+        return TemplateRecord(
+            r["template_id"], r["template"], r["environment"], r["files"], r["parameters"], r["source"]
+        )
 
     async def resources(
         self,
@@ -414,3 +416,22 @@ class Queries:
         for r in rows:
             counts[r["stack_id"]][r["status"]] = r["n"]
         return counts
+
+    async def observation_summaries(self, stack_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """Each stack's observation as the stack list shows it: on or off, its interval (s)
+        and heal setting, and how many of its resources have drifted now."""
+        rows = await self._pool.fetch(
+            """SELECT s.stack_id, coalesce(o.enabled, false) AS enabled, o.interval_secs, o.heal,
+                      (SELECT count(*) FROM drift d WHERE d.stack_id = s.stack_id) AS drifted
+               FROM unnest($1::uuid[]) AS s(stack_id) LEFT JOIN observations o USING (stack_id)""",
+            list(stack_ids),
+        )
+        return {
+            r["stack_id"]: {
+                "enabled": r["enabled"],
+                "interval": r["interval_secs"],
+                "heal": bool(r["heal"]),
+                "drifted": r["drifted"],
+            }
+            for r in rows
+        }

@@ -116,6 +116,7 @@ class TemplateRecord:
     environment: Mapping[str, Any]
     files: Mapping[str, str]
     parameters: Mapping[str, Any]
+    source: str | None = None  # the template's text as the user sent it, if they sent text
 
 
 @dataclass(frozen=True)
@@ -159,25 +160,28 @@ class Tx(ObservationStatements, TenancyStatements, RecoveryStatements, ParitySta
 
     async def insert_template(self, stack_id: StackId, record: TemplateRecord) -> None:
         await self._c.execute(
-            """INSERT INTO templates (template_id, stack_id, template, environment, files, parameters)
-               VALUES ($1, $2, $3, $4, $5, $6)""",
+            """INSERT INTO templates (template_id, stack_id, template, environment, files, parameters, source)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)""",
             record.template_id,
             stack_id,
             dict(record.template),
             dict(record.environment),
             dict(record.files),
             dict(record.parameters),
+            record.source,
         )
 
     async def template(self, template_id: TemplateId) -> TemplateRecord | None:
         r = await self._c.fetchrow(
-            """SELECT template_id, template, environment, files, parameters
+            """SELECT template_id, template, environment, files, parameters, source
                FROM templates WHERE template_id = $1""",
             template_id,
         )
         if r is None:
             return None
-        return TemplateRecord(r["template_id"], r["template"], r["environment"], r["files"], r["parameters"])
+        return TemplateRecord(
+            r["template_id"], r["template"], r["environment"], r["files"], r["parameters"], r["source"]
+        )
 
     async def insert_stack(
         self,

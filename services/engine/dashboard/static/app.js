@@ -1,9 +1,10 @@
 // The dashboard: sign-in, the project's stacks, and one stack converging live.
-// Routes live in the URL hash (#/ and #/stacks/<name>/<id>); the token and project
-// are kept in sessionStorage only.
+// Routes live in the URL hash (#/, #/stacks/<name> and #/stacks/<name>/<id>); the token
+// and project are kept in sessionStorage only.
 
 import { Api, ApiError } from "./api.js";
 import { age, badge, h } from "./dom.js";
+import { documentField, ParameterFields } from "./forms.js";
 import { StackPage } from "./stack.js";
 
 const SESSION = { token: "converge.token", project: "converge.project" };
@@ -27,13 +28,14 @@ function signIn(message) {
   const form = h(
     "form",
     { class: "card sign-in", "aria-labelledby": "sign-in-title" },
-    h("h1", { id: "sign-in-title" }, "Sign in"),
+    h("div", { class: "sign-in-mark", "aria-hidden": "true" }, h("img", { src: "/dashboard/favicon.svg", alt: "", width: 40, height: 40 })),
+    h("h1", { id: "sign-in-title" }, "Sign in to Converge"),
     h("p", { class: "muted" }, "Use an API token (converge up prints one). It is kept in this tab only."),
     h("label", { for: "token" }, "Token"),
     token,
     h("label", { for: "project" }, "Project"),
     project,
-    h("button", { type: "submit" }, "Sign in"),
+    h("button", { type: "submit", class: "primary" }, "Sign in"),
     error,
   );
   form.addEventListener("submit", async (e) => {
@@ -64,6 +66,8 @@ const FILTERS = {
   progress: (s) => s.stack_status.endsWith("_IN_PROGRESS"),
   failed: (s) => s.stack_status.endsWith("_FAILED"),
   complete: (s) => s.stack_status.endsWith("_COMPLETE"),
+  drifted: (s) => (s.observation?.drifted || 0) > 0,
+  observed: (s) => Boolean(s.observation?.enabled),
 };
 
 class StackList {
@@ -87,35 +91,42 @@ class StackList {
       h("option", { value: "progress" }, "In progress"),
       h("option", { value: "failed" }, "Failed"),
       h("option", { value: "complete" }, "Complete"),
+      h("option", { value: "drifted" }, "Drifted"),
+      h("option", { value: "observed" }, "Observed"),
     );
     this.body = h("tbody");
+    this.summary = h("p", { id: "stack-summary", class: "muted" });
     this.error = h("p", { class: "error", role: "alert" });
     show(
-      h("h1", {}, "Stacks"),
       h(
         "div",
-        { class: "toolbar" },
-        h("label", { for: "search" }, "Search"),
-        this.search,
-        h("label", { for: "status-filter" }, "Status"),
-        this.filter,
-      ),
-      h(
-        "table",
-        { class: "stacks" },
+        { class: "list-layout" },
         h(
-          "thead",
-          {},
+          "section",
+          { class: "panel", "aria-labelledby": "stacks-title" },
+          h("div", { class: "page-head" }, h("h1", { id: "stacks-title" }, "Stacks"), this.summary),
           h(
-            "tr",
-            {},
-            ["Name", "Status", "Last operation", "Age", "Resources"].map((t) => h("th", { scope: "col" }, t)),
+            "div",
+            { class: "toolbar" },
+            h("label", { for: "search", class: "sr-only" }, "Search"),
+            this.search,
+            h("label", { for: "status-filter", class: "sr-only" }, "Status"),
+            this.filter,
           ),
+          h(
+            "div",
+            { class: "table-wrap" },
+            h(
+              "table",
+              { class: "stacks" },
+              h("thead", {}, h("tr", {}, ["Name", "Status", "Resources", "Observation", "Drift", "Updated"].map((t) => h("th", { scope: "col" }, t)))),
+              this.body,
+            ),
+          ),
+          this.error,
         ),
-        this.body,
+        this.createForm(),
       ),
-      this.error,
-      this.createForm(),
     );
     this.refresh();
     this.timer = setInterval(() => this.refresh(), 3000);
@@ -126,36 +137,39 @@ class StackList {
   }
 
   createForm() {
-    const name = h("input", { id: "new-name", required: true, pattern: "[A-Za-z][A-Za-z0-9_.\\-]*" });
-    const template = h("textarea", { id: "new-template", rows: 12, required: true, spellcheck: "false" });
-    const file = h("input", { id: "new-file", type: "file", accept: ".yaml,.yml,.json,.template" });
-    const result = h("p", { role: "status" });
-    file.addEventListener("change", async () => {
-      if (file.files[0]) template.value = await file.files[0].text();
+    const name = h("input", { id: "new-name", required: true, autocomplete: "off", pattern: "[A-Za-z][A-Za-z0-9_.\\-]*", placeholder: "e.g. web" });
+    const template = documentField("new-template", "Template", { rows: 10, required: true, hint: "HOT, YAML or JSON." });
+    const environment = documentField("new-environment", "Environment", {
+      rows: 4,
+      hint: "Optional: parameters, parameter_defaults, resource_registry (YAML or JSON).",
     });
+    const parameters = new ParameterFields(this.api, { template: template.text, environment: environment.text, idPrefix: "new" });
+    const rollback = h("input", { id: "new-rollback", type: "checkbox" });
+    const result = h("p", { id: "create-result", role: "status" });
     const form = h(
       "form",
-      { class: "card", "aria-labelledby": "create-title" },
+      { class: "panel create", "aria-labelledby": "create-title" },
       h("h2", { id: "create-title" }, "Create a stack"),
-      h("label", { for: "new-name" }, "Name"),
-      name,
-      h("label", { for: "new-file" }, "Template file"),
-      file,
-      h("label", { for: "new-template" }, "Template (HOT, YAML or JSON)"),
-      template,
-      h("button", { type: "submit" }, "Create"),
+      h("div", { class: "field" }, h("label", { for: "new-name" }, "Name"), name),
+      template.element,
+      h("details", { class: "environment", open: false }, h("summary", {}, "Environment"), environment.element),
+      parameters.element,
+      h("label", { class: "check" }, rollback, " Roll back if it fails"),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Create stack")),
       result,
     );
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
+      result.className = "";
       result.textContent = "Creating…";
+      const body = { stack_name: name.value.trim(), template: template.text.value, parameters: parameters.values(), disable_rollback: !rollback.checked };
+      if (environment.text.value.trim()) body.environment = environment.text.value;
       try {
-        const created = await this.api.call("POST", "/stacks", {
-          stack_name: name.value.trim(),
-          template: template.value,
-        });
-        location.hash = `#/stacks/${encodeURIComponent(name.value.trim())}/${created.stack.id}`;
+        const created = await this.api.call("POST", "/stacks", body);
+        location.hash = `#/stacks/${encodeURIComponent(body.stack_name)}/${created.stack.id}`;
       } catch (err) {
+        result.className = "error";
+        result.setAttribute("role", "alert");
         result.textContent = `Not created: ${err.message}`;
       }
     });
@@ -164,7 +178,7 @@ class StackList {
 
   async refresh() {
     try {
-      const data = await this.api.call("GET", "/stacks?with_resource_counts=true&sort_keys=creation_time");
+      const data = await this.api.call("GET", "/stacks?with_resource_counts=true&with_observation=true&sort_keys=creation_time");
       this.stacks = data.stacks;
       this.error.textContent = "";
       this.render();
@@ -181,26 +195,52 @@ class StackList {
       .filter(keep)
       .filter((s) => !text || s.stack_name.toLowerCase().includes(text) || s.stack_status.toLowerCase().includes(text))
       .map((s) => {
-        const counts = s.resource_counts || {};
         const link = h("a", { href: `#/stacks/${encodeURIComponent(s.stack_name)}/${s.id}` }, s.stack_name);
+        const o = s.observation || {};
+        const drifted = o.drifted || 0;
         return h(
           "tr",
           { dataset: { stack: s.stack_name } },
           h("th", { scope: "row" }, link),
           h("td", {}, badge(s.stack_status)),
-          h("td", {}, s.stack_status.split("_")[0].toLowerCase()),
-          h("td", { title: s.creation_time }, age(s.updated_time || s.creation_time)),
-          h(
-            "td",
-            { class: "counts" },
-            Object.entries(counts).map(([k, n]) => h("span", { class: "count" }, `${n} ${k.replace("_", " ").toLowerCase()}`)),
-          ),
+          h("td", {}, h("div", { class: "counts" }, resourceCounts(s.resource_counts || {}))),
+          h("td", { class: "observation" }, o.enabled ? [h("span", { class: "dot on", "aria-hidden": "true" }), `every ${seconds(o.interval)}`, o.heal ? h("span", { class: "tag" }, "heal") : ""] : h("span", { class: "muted" }, "off")),
+          h("td", { class: "drift" }, drifted ? h("span", { class: "badge drifted" }, `${drifted} drifted`) : h("span", { class: "muted" }, o.enabled ? "none" : "—")),
+          h("td", { title: s.updated_time || s.creation_time }, `${age(s.updated_time || s.creation_time)} ago`),
         );
       });
     this.body.replaceChildren(...rows);
     if (!rows.length) {
-      this.body.append(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No stacks match.")));
+      this.body.append(h("tr", {}, h("td", { colspan: 6, class: "muted empty" }, this.stacks.length ? "No stacks match." : "No stacks yet: create one with the form.")));
     }
+    const failed = this.stacks.filter(FILTERS.failed).length;
+    const drifted = this.stacks.filter(FILTERS.drifted).length;
+    this.summary.textContent = [`${this.stacks.length} stack${this.stacks.length === 1 ? "" : "s"}`, failed ? `${failed} failed` : "", drifted ? `${drifted} drifted` : ""].filter(Boolean).join(" · ");
+  }
+}
+
+function resourceCounts(counts) {
+  const order = [["COMPLETE", "complete"], ["IN_PROGRESS", "in progress"], ["FAILED", "failed"], ["INIT", "not started"]];
+  const parts = order.filter(([k]) => counts[k]).map(([k, label]) => h("span", { class: `count ${k.toLowerCase()}` }, `${counts[k]} ${label}`));
+  return parts.length ? parts : h("span", { class: "muted" }, "none");
+}
+
+export function seconds(value) {
+  return `${Number(value) % 1 ? Number(value).toFixed(1) : Number(value)} s`;
+}
+
+/** #/stacks/<name>: find the stack by name (the API answers with its id), then open it. */
+async function openByName(api, name) {
+  show(h("p", { class: "muted" }, `Opening ${name}…`));
+  try {
+    const { stack } = await api.call("GET", `/stacks/${encodeURIComponent(name)}`);
+    history.replaceState(null, "", `#/stacks/${encodeURIComponent(stack.stack_name)}/${stack.id}`);
+    route();
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return signOut("Your token is no longer valid.");
+    show(
+      h("div", { class: "panel notice" }, h("h1", {}, "No such stack"), h("p", { role: "alert", class: "error" }, err instanceof ApiError && err.status === 404 ? `There is no stack named ${name} in project ${api.project}.` : `Could not open ${name}: ${err.message}`), h("p", {}, h("a", { href: "#/" }, "← All stacks"))),
+    );
   }
 }
 
@@ -220,6 +260,8 @@ function route(message) {
   document.getElementById("whoami").textContent = api ? `project ${api.project}` : "";
   if (!api) return signIn(message);
   const match = location.hash.match(/^#\/stacks\/([^/]+)\/([^/]+)$/);
+  const byName = location.hash.match(/^#\/stacks\/([^/]+)\/?$/);
+  if (byName) return openByName(api, decodeURIComponent(byName[1]));
   page = match
     ? new StackPage(api, { name: decodeURIComponent(match[1]), id: match[2] }, { show, signOut })
     : new StackList(api);

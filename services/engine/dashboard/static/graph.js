@@ -1,10 +1,14 @@
-// The dependency graph on a <canvas>: laid out once per graph (layout.js), redrawn
-// in one animation frame after any number of status changes, panned by dragging,
-// zoomed with the wheel or +/-, and walked with the keyboard (arrow keys move
-// between resources, Enter opens one). Status is shown by colour AND by a marker
-// shape and a label, so it never depends on colour alone.
-
-import { layout } from "./layout.js";
+// The dependency graph on a <canvas>, drawn as the engine laid it out (GET .../graph
+// sends each box's position and each edge's path, routed between the boxes:
+// services/engine/graph_layout.py), redrawn in one animation frame after any number
+// of status changes, panned by dragging, zoomed with the wheel or +/-, and walked with
+// the keyboard (arrow keys move between resources, Enter opens one). Status is shown by
+// colour AND by a marker shape and a label, so it never depends on colour alone.
+//
+// What is drawn is what `boxes()` and `paths` hold: a box per node at (x, y) of the
+// layout's size, and per edge its points, joined by straight lines within a row or a
+// lane and, between rows, by a curve whose control points stay in the rectangle the two
+// points span (so it stays in the gap between the rows, as the layout routed it).
 
 /** The look of each visual state: fill, outline and marker (see the legend). */
 export const STATES = {
@@ -88,20 +92,29 @@ export class GraphView {
     new ResizeObserver(() => this._resize()).observe(canvas);
   }
 
-  /** Lay out a new graph (nodes: [{name, type, action, status, ...}], edges: [{from, to}]). */
-  setGraph(nodes, edges, { keepView = false } = {}) {
+  /**
+   * Show a new graph (nodes: [{name, type, action, status, ...}], edges: [{from, to}]) as
+   * `drawing` (the graph's `layout`) places it.
+   */
+  setGraph(nodes, edges, drawing, { keepView = false } = {}) {
     const started = performance.now();
-    const names = nodes.map((n) => n.name);
-    const placed = layout(names, edges);
-    this.metrics.layoutMs = performance.now() - started;
-    this.layoutInfo = placed;
+    const before = this.layoutInfo;
+    this.layoutInfo = { nodeWidth: drawing.node_width, nodeHeight: drawing.node_height, width: drawing.width, height: drawing.height };
+    // A view kept across a reload only while the drawing keeps its size (an update can reshape it).
+    if (before && (before.width !== drawing.width || before.height !== drawing.height)) keepView = false;
     this.nodes = new Map();
     for (const n of nodes) {
-      const at = placed.position.get(n.name);
-      this.nodes.set(n.name, { ...n, x: at.x, y: at.y, layer: at.layer });
+      const [x, y, row] = drawing.positions[n.name];
+      this.nodes.set(n.name, { ...n, x, y, layer: row });
     }
-    this.rows = placed.rows;
+    this.rows = drawing.rows;
     this.edges = edges.filter((e) => this.nodes.has(e.from) && this.nodes.has(e.to));
+    this.paths = drawing.edges.map((e) => {
+      const xs = e.points.map((p) => p[0]);
+      const ys = e.points.map((p) => p[1]);
+      return { ...e, left: Math.min(...xs), right: Math.max(...xs), top: Math.min(...ys), bottom: Math.max(...ys) };
+    });
+    this.metrics.layoutMs = performance.now() - started;
     if (this.focused && !this.nodes.has(this.focused)) this.focused = null;
     if (!keepView) this.fit();
     this.requestDraw();
@@ -121,6 +134,12 @@ export class GraphView {
     return node ? visualState(node) : null;
   }
 
+  /** Each box as drawn, in the drawing's coordinates. */
+  boxes() {
+    const { nodeWidth: width, nodeHeight: height } = this.layoutInfo || {};
+    return [...this.nodes.values()].map((n) => ({ name: n.name, x: n.x, y: n.y, width, height }));
+  }
+
   counts() {
     const counts = {};
     for (const node of this.nodes.values()) {
@@ -134,10 +153,10 @@ export class GraphView {
     const { width, height } = this._size();
     const info = this.layoutInfo;
     if (!info || !width) return;
-    const w = Math.max(info.width, 200) + 80;
-    const h = Math.max(info.height, 40) + 80;
-    const scale = Math.min(1.5, Math.max(0.05, Math.min(width / w, height / h)));
-    this.view = { scale, x: width / 2, y: (height - info.height * scale) / 2 };
+    const w = Math.max(info.width, 200) + 64;
+    const h = Math.max(info.height, 40) + 64;
+    const scale = Math.min(1.25, Math.max(0.02, Math.min(width / w, height / h)));
+    this.view = { scale, x: (width - info.width * scale) / 2, y: Math.max(32 * scale, (height - info.height * scale) / 2) };
     this.requestDraw();
   }
 
@@ -188,24 +207,36 @@ export class GraphView {
     const bottom = (height - oy) / scale;
     const visible = (n) => n.x >= left && n.x <= right && n.y >= top && n.y <= bottom;
 
-    // Edges: one path; straight lines when zoomed out (curves cost more and show nothing there).
+    // Edges: one path (and one for the arrowheads); straight pieces when zoomed out.
     const detailed = scale >= 0.45;
-    ctx.lineWidth = 1 / Math.max(scale, 0.5);
-    ctx.strokeStyle = "#9aa3ad";
+    const arrows = new Path2D();
+    ctx.lineWidth = 1.25 / Math.min(1, Math.max(scale, 0.35));
+    ctx.strokeStyle = "#8d99a8";
     ctx.beginPath();
-    for (const e of this.edges) {
-      const a = this.nodes.get(e.from);
-      const b = this.nodes.get(e.to);
-      if (!visible(a) && !visible(b)) continue;
-      const x1 = a.x + nw / 2;
-      const y1 = a.y + nh;
-      const x2 = b.x + nw / 2;
-      const y2 = b.y;
-      ctx.moveTo(x1, y1);
-      if (detailed) ctx.bezierCurveTo(x1, y1 + 24, x2, y2 - 24, x2, y2);
-      else ctx.lineTo(x2, y2);
+    for (const e of this.paths) {
+      if (e.right < left || e.left > right + nw || e.bottom < top || e.top > bottom + nh) continue;
+      const pts = e.points;
+      ctx.moveTo(pts[0][0], pts[0][1]);
+      for (let i = 1; i < pts.length; i++) {
+        const [x1, y1] = pts[i - 1];
+        const [x2, y2] = pts[i];
+        if (!detailed || x1 === x2 || y1 === y2) ctx.lineTo(x2, y2);
+        else {
+          const ym = (y1 + y2) / 2; // control points inside the piece's rectangle: the curve stays in the gap
+          ctx.bezierCurveTo(x1, ym, x2, ym, x2, y2);
+        }
+      }
+      if (detailed && e.arrow) {
+        const [x, y] = pts[pts.length - 1];
+        arrows.moveTo(x, y);
+        arrows.lineTo(x - 4.5, y - 9);
+        arrows.lineTo(x + 4.5, y - 9);
+        arrows.closePath();
+      }
     }
     ctx.stroke();
+    ctx.fillStyle = "#6b7787";
+    ctx.fill(arrows);
 
     // Nodes: one path per visual state, filled and outlined at once.
     const groups = new Map();
@@ -214,7 +245,8 @@ export class GraphView {
       if (!visible(n)) continue;
       const state = visualState(n);
       if (!groups.has(state)) groups.set(state, new Path2D());
-      groups.get(state).rect(n.x, n.y, nw, nh);
+      if (detailed) groups.get(state).roundRect(n.x, n.y, nw, nh, 8);
+      else groups.get(state).rect(n.x, n.y, nw, nh);
       if (detailed) shown.push([n, state]);
     }
     for (const [state, path] of groups) {
@@ -228,22 +260,25 @@ export class GraphView {
     }
     ctx.setLineDash([]);
     if (detailed) {
-      ctx.font = "12px system-ui, sans-serif";
       ctx.textBaseline = "middle";
       for (const [n, state] of shown) {
         const look = STATES[state];
-        drawMarker(ctx, look.marker, n.x + 14, n.y + nh / 2, 6, look.stroke);
-        ctx.fillStyle = "#111";
-        ctx.fillText(clip(n.name, 17), n.x + 26, n.y + 12);
-        ctx.fillStyle = "#333";
-        ctx.fillText(look.label, n.x + 26, n.y + 26);
+        drawMarker(ctx, look.marker, n.x + 18, n.y + nh / 2, 6, look.stroke);
+        ctx.font = "600 13px system-ui, sans-serif";
+        ctx.fillStyle = "#15202b";
+        ctx.fillText(clip(n.name, 18), n.x + 34, n.y + 17);
+        ctx.font = "12px system-ui, sans-serif";
+        ctx.fillStyle = "#4a5663";
+        ctx.fillText(clip(`${look.label} · ${shortType(n.type)}`, 24), n.x + 34, n.y + 33);
       }
     }
     if (this.focused && this.nodes.has(this.focused)) {
       const n = this.nodes.get(this.focused);
-      ctx.strokeStyle = "#000";
+      ctx.strokeStyle = "#15202b";
       ctx.lineWidth = 3 / Math.min(scale, 1);
-      ctx.strokeRect(n.x - 4, n.y - 4, nw + 8, nh + 8);
+      ctx.beginPath();
+      ctx.roundRect(n.x - 4, n.y - 4, nw + 8, nh + 8, 11);
+      ctx.stroke();
     }
     this.metrics.draws++;
     if (this.metrics.firstDrawAt === null && this.nodes.size) this.metrics.firstDrawAt = performance.now();
@@ -376,6 +411,11 @@ export class GraphView {
     }
     this.requestDraw();
   }
+}
+
+/** A type's last part: "Server" for Sandbox::Server, "None" for OS::Heat::None. */
+function shortType(type) {
+  return (type || "").split("::").pop();
 }
 
 function clip(text, n) {

@@ -5,6 +5,7 @@
 
 import { age, announce, badge, h } from "./dom.js";
 import { ApiError } from "./api.js";
+import { documentField, ParameterFields } from "./forms.js";
 import { drawMarker, GraphView, STATES, visualState } from "./graph.js";
 
 const MAX_EVENTS_SHOWN = 300;
@@ -26,7 +27,7 @@ export class StackPage {
 
   mount() {
     this.title = h("h1", {}, this.stack.name, " ", h("span", { id: "stack-status" }));
-    this.reason = h("p", { id: "stack-reason", class: "muted" });
+    this.reason = h("p", { id: "stack-reason", class: "reason" });
     this.liveState = h("span", { id: "live-state", class: "muted" }, "connecting");
     const canvas = h("canvas", {
       id: "graph",
@@ -56,10 +57,13 @@ export class StackPage {
     ]);
     this.message = h("p", { id: "action-result", role: "status" });
     this.show(
-      h("p", {}, h("a", { href: "#/" }, "← All stacks")),
-      this.title,
-      this.reason,
-      h("div", { class: "toolbar", role: "toolbar", "aria-label": "Stack actions" }, this.actionButtons()),
+      h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← All stacks")),
+      h(
+        "div",
+        { class: "stack-head" },
+        h("div", { class: "stack-title" }, this.title, this.reason),
+        h("div", { class: "toolbar", role: "toolbar", "aria-label": "Stack actions" }, this.actionButtons()),
+      ),
       this.message,
       h(
         "div",
@@ -101,7 +105,7 @@ export class StackPage {
       const { graph } = await this.api.call("GET", `${this.path}/graph`);
       this.cursor = graph.cursor;
       const started = performance.now();
-      this.graph.setGraph(graph.nodes, graph.edges, { keepView: this.loaded });
+      this.graph.setGraph(graph.nodes, graph.edges, graph.layout, { keepView: this.loaded });
       this.loaded = true;
       for (const e of this.recent) if (e.seq > graph.cursor) this.applyEvent(e);
       this.buildList(graph.nodes);
@@ -207,6 +211,7 @@ export class StackPage {
     const box = document.getElementById("stack-status");
     box?.replaceChildren(badge(status));
     this.reason.textContent = reason || "";
+    this.reason.classList.toggle("failed", status.endsWith("_FAILED"));
     this.canvasState();
     if (finished) {
       announce(`Stack ${status.replaceAll("_", " ").toLowerCase()}`);
@@ -349,11 +354,18 @@ export class StackPage {
       const { observation: o } = await this.api.call("GET", `${this.path}/observation`);
       this.observing = o.enabled;
       if (this.buttons) {
-        this.buttons.observeStart.hidden = o.enabled;
+        this.buttons.observeStart.textContent = o.enabled ? "Apply" : "Start observation";
         this.buttons.observeStop.hidden = !o.enabled;
+        this.observeState.textContent = o.enabled ? "Observed" : "Not observed";
+        this.observeState.classList.toggle("on", o.enabled);
+        // The controls show what is in force, unless the user is changing them.
+        if (o.enabled && !this.observeEdited) {
+          this.observeInterval.value = String(o.interval);
+          this.observeHeal.checked = o.heal;
+        }
       }
       this.observationBox.replaceChildren(
-        h("p", { id: "observation-state" }, o.enabled ? `Observing every ${o.interval}s${o.heal ? ", healing drift" : ""}.` : "Not observed."),
+        h("p", { id: "observation-state" }, o.enabled ? `Observing every ${o.interval}s${o.heal ? ", healing drift" : ", reporting drift only"}.` : "Not observed."),
         o.last_cycle_at ? h("p", { class: "muted" }, `Last look ${age(o.last_cycle_at)} ago.`) : "",
         o.drifted.length
           ? h(
@@ -378,47 +390,72 @@ export class StackPage {
   }
 
   templatePanel() {
-    this.templateText = h("textarea", { id: "template-text", rows: 18, spellcheck: "false", "aria-label": "Template" });
+    const template = documentField("template-text", "Template", { rows: 16, hint: "As you sent it; edit it, or open a new file." });
+    const environment = documentField("update-environment", "Environment", {
+      rows: 4,
+      placeholder: "Leave empty to keep the current environment",
+      hint: "Sections given here replace the current ones (parameters, parameter_defaults, resource_registry).",
+    });
+    this.templateText = template.text;
+    this.environmentText = environment.text;
+    this.parameters = new ParameterFields(this.api, { template: template.text, environment: environment.text, idPrefix: "update", current: {} });
     this.preview = h("div", { id: "preview", "aria-live": "polite" });
-    this.applyButton = h("button", { type: "button", id: "apply-update", disabled: true, onclick: () => this.applyUpdate() }, "Apply update");
-    const load = h("button", { type: "button", onclick: () => this.loadTemplate() }, "Reload current template");
+    this.applyButton = h("button", { type: "button", id: "apply-update", class: "primary", disabled: true, onclick: () => this.applyUpdate() }, "Apply update");
+    const load = h("button", { type: "button", id: "reload-template", onclick: () => this.loadTemplate() }, "Reset to current");
     const preview = h("button", { type: "button", id: "preview-update", onclick: () => this.previewUpdate() }, "Preview changes");
-    this.templateText.addEventListener("input", () => (this.applyButton.disabled = true));
+    const stale = () => (this.applyButton.disabled = true);
+    this.templateText.addEventListener("input", stale);
+    this.environmentText.addEventListener("input", stale);
+    this.parameters.box.addEventListener("input", stale);
+    this.parameters.box.addEventListener("change", stale);
+    this.templateNote = h("p", { id: "template-note", class: "hint" });
     queueMicrotask(() => this.loadTemplate());
     return h(
-      "div",
-      {},
-      h("p", { class: "muted" }, "Edit the template (YAML or JSON), preview what would change, then apply it. Parameters and environment are kept."),
-      this.templateText,
-      h("div", { class: "toolbar" }, load, preview, this.applyButton),
+      "form",
+      { class: "update-form", onsubmit: (e) => e.preventDefault() },
+      this.templateNote,
+      template.element,
+      h("details", { class: "environment" }, h("summary", {}, "Environment"), environment.element),
+      this.parameters.element,
+      h("div", { class: "actions" }, preview, this.applyButton, load),
       this.preview,
     );
   }
 
   async loadTemplate() {
     try {
-      const template = await this.api.call("GET", `${this.path}/template`);
-      this.templateText.value = JSON.stringify(template, null, 2);
+      const [{ source, as_sent: asSent }, { stack }] = await Promise.all([
+        this.api.call("GET", `${this.path}/template/source`),
+        this.api.call("GET", this.path),
+      ]);
+      this.templateText.value = source;
+      this.environmentText.value = "";
+      this.templateNote.textContent = asSent ? "" : "This template was sent as JSON (by an API client), so it is shown as JSON.";
+      this.parameters.setCurrent(stack.parameters || {});
       this.applyButton.disabled = true;
+      this.preview.replaceChildren();
     } catch (err) {
       this.templateText.value = "";
       this.preview.textContent = `Template unavailable: ${err.message}`;
     }
   }
 
+  updateBody() {
+    const body = { template: this.templateText.value, parameters: this.parameters.values() };
+    if (this.environmentText.value.trim()) body.environment = this.environmentText.value;
+    return body;
+  }
+
   async previewUpdate() {
     this.preview.textContent = "Previewing…";
     try {
-      const { resource_changes: changes } = await this.api.call("PUT", `${this.path}/preview`, {
-        template: this.templateText.value,
-        existing: true,
-      });
+      const { resource_changes: changes } = await this.api.call("PUT", `${this.path}/preview`, { ...this.updateBody(), existing: true });
       const order = ["added", "replaced", "updated", "deleted", "unchanged"];
       this.preview.replaceChildren(
         h("h3", {}, "Changes"),
         h(
           "dl",
-          { id: "preview-changes" },
+          { id: "preview-changes", class: "changes" },
           order
             .filter((k) => changes[k]?.length)
             .map((k) => [h("dt", { dataset: { change: k } }, `${k} (${changes[k].length})`), h("dd", {}, changes[k].map((c) => c.resource_name).join(", "))]),
@@ -432,33 +469,44 @@ export class StackPage {
 
   async applyUpdate() {
     this.applyButton.disabled = true;
-    await this.act("Update", () => this.api.call("PATCH", this.path, { template: this.templateText.value }));
+    await this.act("Update", () => this.api.call("PATCH", this.path, this.updateBody()));
   }
 
   // -- actions ------------------------------------------------------------------
 
   actionButtons() {
-    const interval = h("input", { id: "observe-interval", type: "number", min: 1, max: 86400, value: 10, size: 5 });
-    const heal = h("input", { id: "observe-heal", type: "checkbox" });
+    const interval = (this.observeInterval = h("input", { id: "observe-interval", type: "number", min: 1, max: 86400, value: 10, class: "narrow" }));
+    const heal = (this.observeHeal = h("input", { id: "observe-heal", type: "checkbox" }));
+    const edited = () => (this.observeEdited = true);
+    interval.addEventListener("input", edited);
+    heal.addEventListener("change", edited);
+    this.observeState = h("span", { id: "observe-state", class: "observe-state" }, "Not observed");
+    const start = () =>
+      this.act("Observation", () => this.action({ observe_start: { interval: Number(interval.value), heal: heal.checked } })).then(() => {
+        this.observeEdited = false;
+        return this.loadObservation();
+      });
     this.buttons = {
       cancel: h("button", { type: "button", id: "cancel-update", onclick: () => this.act("Cancel", () => this.action({ cancel_update: null })) }, "Cancel update"),
       remove: h("button", { type: "button", id: "delete-stack", class: "danger", onclick: () => this.remove() }, "Delete"),
-      observeStart: h(
-        "button",
-        {
-          type: "button",
-          id: "observe-start",
-          onclick: () => this.act("Observation", () => this.action({ observe_start: { interval: Number(interval.value), heal: heal.checked } })).then(() => this.loadObservation()),
-        },
-        "Start observation",
-      ),
-      observeStop: h("button", { type: "button", id: "observe-stop", hidden: true, onclick: () => this.act("Observation stop", () => this.action({ observe_stop: null })).then(() => this.loadObservation()) }, "Stop observation"),
+      observeStart: h("button", { type: "button", id: "observe-start", onclick: start }, "Start observation"),
+      observeStop: h("button", { type: "button", id: "observe-stop", hidden: true, onclick: () => this.act("Observation stop", () => this.action({ observe_stop: null })).then(() => this.loadObservation()) }, "Stop"),
     };
     return [
-      h("button", { type: "button", onclick: () => (this.tabs.select("template"), this.templateText.focus()) }, "Update…"),
+      h("button", { type: "button", class: "primary", onclick: () => (this.tabs.select("template"), this.templateText.focus()) }, "Update…"),
       this.buttons.cancel,
       this.buttons.remove,
-      h("span", { class: "group" }, h("label", { for: "observe-interval" }, "every (s)"), interval, h("label", {}, heal, " heal"), this.buttons.observeStart, this.buttons.observeStop),
+      h(
+        "span",
+        { class: "group observe", role: "group", "aria-label": "Observation" },
+        this.observeState,
+        h("label", { for: "observe-interval" }, "every"),
+        interval,
+        h("span", { class: "unit" }, "s"),
+        h("label", { class: "check" }, heal, " heal"),
+        this.buttons.observeStart,
+        this.buttons.observeStop,
+      ),
     ];
   }
 
@@ -472,11 +520,13 @@ export class StackPage {
   }
 
   async act(what, call) {
+    this.message.className = "";
     this.message.textContent = `${what}: sending…`;
     try {
       await call();
       this.message.textContent = `${what}: accepted.`;
     } catch (err) {
+      this.message.className = "error";
       this.message.textContent = `${what} failed: ${err.message}`;
     }
   }
