@@ -32,6 +32,7 @@ from services.cli.commands import (
     catalog,
     connection_options,
     details,
+    hooks,
     stacks,
 )
 from services.cli.config import resolve_endpoint
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     launch.register(commands)
     groups = Groups(commands)
-    for module in (stacks, actions, details, catalog):
+    for module in (stacks, actions, hooks, details, catalog):
         module.register(groups)
     return parser
 

@@ -86,6 +86,12 @@ resources:
       handle: {get_resource: handle}
       timeout: 600
 """
+HOOKED = """\
+resource_registry:
+  resources:
+    first:
+      hooks: pre-create
+"""
 FILES = {
     "template.yaml": TEMPLATE,
     "more.yaml": MORE,
@@ -95,6 +101,7 @@ FILES = {
     "children/note.txt": "a note from the child\n",
     "scripts/hello.sh": "#!/bin/sh\necho hello\n",
     "waiting.yaml": WAITING,
+    "hooked.yaml": HOOKED,
 }
 
 
@@ -250,6 +257,27 @@ def test_a_resource_is_signalled_and_marked_unhealthy(server: Server) -> None:
     shown = server.json("resource", "show", name, "waiter")
     assert isinstance(shown, dict)
     assert shown["resource_status"] == "CHECK_COMPLETE"
+
+
+def test_a_hook_is_polled_and_cleared(server: Server) -> None:
+    name = unique("hooked")
+    started = server.ok("stack", "create", name, "-t", "template.yaml", "-e", "hooked.yaml")
+    assert started.out
+    polled: Any = []
+    for _ in range(600):  # the pause is an event the engine records as it reaches the hook
+        polled = server.json("stack", "hook", "poll", name)
+        if polled:
+            break
+    assert polled == [
+        {"Resource Name": "first", "Type": "OS::Heat::TestResource", "Hook": "pre-create", "Stack Name": name}
+    ]
+    refused = server.converge("stack", "hook", "clear", name, "first")
+    assert refused.code == 1
+    assert "say which hook to clear" in refused.err
+    server.ok("stack", "hook", "clear", "--pre-create", name, "first")
+    server.ok("event", "list", name, "--follow")
+    assert status(server, name) == "CREATE_COMPLETE"
+    assert server.json("stack", "hook", "poll", name) == []
 
 
 def test_output_show_all_lists_every_output_with_its_value(server: Server) -> None:

@@ -117,10 +117,13 @@ async def _why_rolled_back(ctx: Context, path: str, stack: dict[str, Any]) -> st
     return str(stack.get("stack_status_reason") or "rolled back")
 
 
-async def events_after(ctx: Context, path: str, marker: str | None) -> AsyncIterator[dict[str, Any]]:
-    """Every event of the stack after `marker`, oldest first, page by page."""
+async def events_after(
+    ctx: Context, path: str, marker: str | None, more: dict[str, str] | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Every event of the stack after `marker`, oldest first, page by page (`more`: further
+    query parameters, e.g. nested_depth)."""
     while True:
-        params = {"limit": str(EVENT_PAGE), "sort_dir": "asc"}
+        params = {"limit": str(EVENT_PAGE), "sort_dir": "asc", **(more or {})}
         if marker is not None:
             params["marker"] = marker
         page = list((await ctx.api.get(f"{path}/events", params))["events"])
