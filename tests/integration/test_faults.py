@@ -60,7 +60,13 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
     seed: int, database_url: str, amqp_url: str, queue_prefix: str, api: FakeApi
 ) -> None:
     rng = random.Random(seed)
-    cluster = ServiceCluster(database_url=database_url, amqp_url=amqp_url, prefix=queue_prefix)
+    # The stack's whole history is checked below: no event cap (1,200+ events here).
+    cluster = ServiceCluster(
+        database_url=database_url,
+        amqp_url=amqp_url,
+        prefix=queue_prefix,
+        env={"CONVERGE_MAX_EVENTS_PER_STACK": "0"},
+    )
     driver = await Driver.open(database_url, amqp_url, queue_prefix)
     pool, ops, settled = driver.pool, driver.operations, driver.settled
     try:

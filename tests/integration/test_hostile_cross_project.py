@@ -34,6 +34,7 @@ PUBLIC = {
     "/openapi.json",
     "/",
     "/dashboard/{file}",
+    "/favicon.ico",
     "/healthcheck",
     "/v1",
     "/v1/",
@@ -177,7 +178,7 @@ async def test_every_route_refuses_another_projects_stack_and_it_stays_unchanged
                         wrong.append((verb, filled, body, response.status, text[:200]))
     assert skipped == PUBLIC | PROJECT_LEVEL, "a new route: say how its ids are checked"
     assert tried > 70, "each route under both project URLs, each action, both stack identities"
-    assert wrong == []
+    assert wrong == [], "\n".join(map(str, wrong))
     assert await seen_by_beta(beta, victim) == before
 
 
