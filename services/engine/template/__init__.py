@@ -25,12 +25,18 @@ Decisions where Heat leaves room:
 - a top-level property resolving to null counts as not set, as in Heat.
 """
 
+from services.engine.template.custom_constraints import (
+    DEFAULT_CONSTRAINTS,
+    CustomConstraints,
+    constraint_registry,
+)
 from services.engine.template.definition import (
     DeletionPolicy,
     OutputDefinition,
     ResourceDefinition,
     StackDefinition,
     StackIdentity,
+    UncheckedValue,
 )
 from services.engine.template.environment import Environment, parse_environment
 from services.engine.template.errors import BudgetExceeded, ResolutionError, TemplateError, TemplateInvalid
@@ -50,9 +56,11 @@ from services.engine.template.validate_api import validate_response
 
 __all__ = [
     "ANY_ATTRIBUTE",
+    "DEFAULT_CONSTRAINTS",
     "DEFAULT_LIMITS",
     "Budget",
     "BudgetExceeded",
+    "CustomConstraints",
     "DeletionPolicy",
     "Environment",
     "OutputDefinition",
@@ -67,6 +75,8 @@ __all__ = [
     "TemplateError",
     "TemplateInvalid",
     "TemplateLimits",
+    "UncheckedValue",
+    "constraint_registry",
     "diff_properties",
     "load_stack",
     "parse_environment",
