@@ -2,9 +2,11 @@
 
 The entry point the API and the convergence engine call before anything
 changes (loader -> template/environment -> here -> resolve). It picks the
-parameter values, evaluates conditions, maps types through the registry,
-compiles every enabled resource and output once, checks properties against
-the plugins' schemas, builds the dependency graph and finds cycles. Every
+parameter values and checks their custom constraints (`custom_constraints`;
+what was accepted unchecked is kept on the definition), evaluates conditions,
+maps types through the registry, compiles every enabled resource and output
+once, checks properties against the plugins' schemas, builds the dependency
+graph and finds cycles. Every
 problem is collected; one `TemplateInvalid` reports them all. One evaluation
 `Budget` covers the whole load (documents, nested template files, functions);
 running out of it raises `BudgetExceeded` at once.
