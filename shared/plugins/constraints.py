@@ -19,13 +19,15 @@ names of OpenStack services are, see the engine's table). The value is the
 parameter's value after type coercion (a string for `string` parameters);
 each item of a `comma_delimited_list` is checked on its own.
 
-A constraint that cannot be imported, is not callable, has a malformed name,
+A constraint that cannot be imported, is not callable (or cannot be pickled:
+the engine sends validators to its template workers), has a malformed name,
 or claims a name another package already took stops the engine with a
 `PluginLoadError` naming the entry point.
 """
 
 from __future__ import annotations
 
+import pickle
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -70,6 +72,15 @@ def load_constraint(entry_point: EntryPoint) -> Validator:
             f"{loaded!r} is not a validator function (value, context) -> str | None",
             group=CONSTRAINT_GROUP,
         )
+    try:
+        pickle.dumps(loaded)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise PluginLoadError(
+            entry_point,
+            f"cannot be sent to the engine's template workers (it must pickle, e.g. a module-level "
+            f"function): {exc}",
+            group=CONSTRAINT_GROUP,
+        ) from exc
     validator: Validator = loaded
     return validator
 

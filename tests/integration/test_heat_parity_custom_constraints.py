@@ -318,3 +318,45 @@ async def test_a_plugins_constraint_checks_values(heat: Heat) -> None:
     stack = await heat.settled(created["stack"]["id"])
     assert stack.stack_status == "CREATE_COMPLETE"
     assert json.loads(json.dumps(stack.outputs))[0]["output_value"] == "big-box (1)"
+
+
+async def test_a_nested_stacks_parameters_are_checked_too(heat: Heat) -> None:
+    inner = {
+        "heat_template_version": "2018-08-31",
+        "parameters": {
+            "addr": {"type": "string", "constraints": [{"custom_constraint": "ip_addr"}]},
+            "flavor": {
+                "type": "string",
+                "default": "m1.small",
+                "constraints": [{"custom_constraint": "nova.flavor"}],
+            },
+        },
+        "resources": {"thing": {"type": "Test::Thing", "properties": {"value": {"get_param": "addr"}}}},
+    }
+    files = {"inner.yaml": json.dumps(inner)}
+
+    def outer(addr: str) -> dict[str, Any]:
+        return {
+            "heat_template_version": "2018-08-31",
+            "resources": {"inner": {"type": "inner.yaml", "properties": {"addr": addr}}},
+        }
+
+    created = await heat.run(
+        heat.hc.stacks.create, stack_name="outer", template=outer("10.1.1.1"), files=files
+    )
+    stack = await heat.settled(created["stack"]["id"])
+    assert stack.stack_status == "CREATE_COMPLETE"
+    assert heat.values() == ["10.1.1.1"]
+    child_id = (await heat.run(heat.hc.resources.get, created["stack"]["id"], "inner")).physical_resource_id
+    events = await heat.run(heat.hc.events.list, child_id)
+    assert any(
+        "was not checked against custom constraint nova.flavor" in e.resource_status_reason for e in events
+    )
+
+    bad = await heat.run(heat.hc.stacks.create, stack_name="outer-bad", template=outer("10.1.1"), files=files)
+    stack = await heat.settled(bad["stack"]["id"])
+    assert stack.stack_status == "CREATE_FAILED"
+    assert "Error validating value '10.1.1': Invalid IP address (custom_constraint ip_addr)" in (
+        stack.stack_status_reason
+    )
+    assert heat.values() == ["10.1.1.1"]

@@ -215,8 +215,8 @@ def check_custom_constraints(
                 cpath = join_path(join_path("parameters", name), "constraints")
                 errors.add(
                     join_path(join_path(cpath, index), ConstraintKind.CUSTOM.value),
-                    f'"{cname}" constraint is not supported: no installed plugin provides it and OpenStack '
-                    f"Heat has no such constraint{hint}",
+                    f'"{_cut(cname)}" constraint is not supported: no installed plugin provides it '
+                    f"and OpenStack Heat has no such constraint{hint}",
                 )
                 continue
             if name not in values:
@@ -246,7 +246,7 @@ def _problem(
     if validator is None:
         close = registry.close_to(name)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        return f'"{shown}" does not validate {name} (constraint not found){hint}'
+        return f'"{shown}" does not validate {_cut(name)} (constraint not found){hint}'
     reason = validator(value, context)
     if reason is None:
         return None

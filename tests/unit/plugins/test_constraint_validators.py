@@ -145,6 +145,10 @@ def _point(name: str, value: str) -> EntryPoint:
         (_point("x", "shared.plugins.builtin.constraints:nope"), "cannot import"),
         (_point("x", "shared.plugins.constraints:ConstraintContext"), "is not a validator function"),
         (_point("bad name", "shared.plugins.builtin.constraints:ip_addr"), "a constraint name is"),
+        (
+            _point("x", "tests.unit.plugins.plugin_fakes:unpicklable_validator"),
+            "cannot be sent to the engine's template workers",
+        ),
     ],
 )
 def test_a_broken_constraint_plugin_names_its_entry_point(point: EntryPoint, fragment: str) -> None:

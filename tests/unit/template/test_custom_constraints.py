@@ -206,3 +206,9 @@ def test_expiration_is_judged_at_load_time_and_a_stored_goal_is_not_checked_agai
     )
     assert stored.parameters == {"until": "whenever"}
     assert stored.unchecked == ()
+
+
+def test_a_long_unknown_name_is_shortened_in_the_message() -> None:
+    template = _template({"p": _custom("x" * 10_000)})
+    (error,) = _errors(template, parameters={"p": "v"})
+    assert len(error) < 300
