@@ -48,6 +48,7 @@ from services.engine.service import (
     template_pool,
 )
 from services.engine.store import open_database
+from services.engine.template import constraint_registry
 from services.observer.service import ObserverMetrics, ObserverService
 from services.sandbox.app import build_app as build_sandbox_app
 from services.sandbox.service import SandboxService, build_sandbox
@@ -58,6 +59,7 @@ from shared.bus.memory import MemoryBus
 from shared.health import Readiness, health_routes, start_http
 from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
+from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
@@ -138,6 +140,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
     # With CONVERGE_API_TOKENS set no demo token is made: it would not work.
     credentials = None if settings.api_tokens else ensure_credentials(settings.data_dir, url=api_url)
     types = load_types()
+    constraints = constraint_registry(load_constraints())
     registry, readiness = CollectorRegistry(), Readiness()
     supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
     async with contextlib.AsyncExitStack() as stack:
@@ -145,7 +148,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         bus = await open_bus(settings)
         stack.push_async_callback(bus.close)
         session = await stack.enter_async_context(aiohttp.ClientSession())
-        templates = template_pool(settings, types)
+        templates = template_pool(settings, types, constraints)
         stack.callback(templates.close)
         await templates.start()
         with structlog.contextvars.bound_contextvars(service="engine"):
@@ -153,6 +156,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 pool=pool,
                 bus=bus,
                 types=types,
+                constraints=constraints,
                 engine_id=uuid.uuid4(),
                 supervisor=supervisor,
                 registry=registry,

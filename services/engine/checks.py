@@ -73,7 +73,9 @@ from services.engine.snapshotting import job_ended, takes_snapshots
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import (
+    DEFAULT_CONSTRAINTS,
     DEFAULT_LIMITS,
+    CustomConstraints,
     ResolutionError,
     TemplateLimits,
     resolve_metadata,
@@ -112,6 +114,7 @@ class Convergence:
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     ) -> None:
         self._store = store
         self._outbox = outbox
@@ -129,6 +132,7 @@ class Convergence:
             limits=limits,
             quotas=quotas,
             templates=templates,
+            constraints=constraints,
         )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:

@@ -32,6 +32,7 @@ from services.engine.template import (
     load_stack,
     validate_response,
 )
+from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template.errors import ErrorList
 from services.engine.template.loader import DocumentError, load_document
 from services.engine.template.stack import TypeTable, build_stack
@@ -163,10 +164,15 @@ def parse_goal(spec: GoalSpec, limits: TemplateLimits, budget: Budget) -> tuple[
 
 
 def load_goal(
-    spec: GoalSpec, identity: StackIdentity, types: TypeTable, limits: TemplateLimits
+    spec: GoalSpec,
+    identity: StackIdentity,
+    types: TypeTable,
+    limits: TemplateLimits,
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
 ) -> LoadedGoal:
-    """Parse and validate a stack operation's goal; raise `InvalidInput` (all template
-    errors with their paths, or what ran out) before anything changes."""
+    """Parse and validate a stack operation's goal (parameter values checked against
+    `constraints`); raise `InvalidInput` (all template errors with their paths, or what
+    ran out) before anything changes."""
     budget = Budget(limits)
     goal, adopt = parse_goal(spec, limits, budget)
     errors = ErrorList()
@@ -181,7 +187,7 @@ def load_goal(
             types=types,
             identity=identity,
             limits=limits,
-            custom_constraints=frozenset(),
+            custom_constraints=constraints,
             require_values=True,
             errors=errors,
             budget=budget,
@@ -199,7 +205,11 @@ def _template(goal: Goal, limits: TemplateLimits, errors: ErrorList) -> Template
 
 
 def validate_goal(
-    spec: GoalSpec, project_id: str, types: TypeTable, limits: TemplateLimits
+    spec: GoalSpec,
+    project_id: str,
+    types: TypeTable,
+    limits: TemplateLimits,
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
 ) -> dict[str, Any]:
     """The body of `POST /validate` (Heat's shape)."""
     budget = Budget(limits)
@@ -215,6 +225,7 @@ def validate_goal(
         files=dict(goal.files),
         types=types,
         limits=limits,
+        custom_constraints=constraints,
         project_id=project_id,
         budget=budget,
     )
@@ -223,7 +234,9 @@ def validate_goal(
 def load_definition(
     goal: Goal, identity: StackIdentity, types: TypeTable, limits: TemplateLimits
 ) -> StackDefinition:
-    """A stored goal's definition (it was validated when it was stored)."""
+    """A stored goal's definition (it was validated when it was stored: its custom
+    constraints are not checked again, so an expired `expiration` or a plugin since
+    removed does not make the stack unreadable)."""
     return load_stack(
         dict(goal.template),
         environment=dict(goal.environment),
@@ -232,6 +245,7 @@ def load_definition(
         types=types,
         identity=identity,
         limits=limits,
+        custom_constraints=None,
     )
 
 
@@ -249,6 +263,7 @@ def load_child_goal(
     limits: TemplateLimits,
     resource_name: str | None = None,
     facade: Mapping[str, Any] | None = None,
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
     `resource_name` and `facade`: see `core.nesting.child_goal`.
@@ -280,6 +295,7 @@ def load_child_goal(
         identity=identity,
         limits=limits,
         budget=budget,
+        custom_constraints=constraints,
     )
     check_group_sizes(definition)
     return dataclasses.replace(goal, template=template), definition

@@ -32,10 +32,12 @@ from services.engine.service import (
     template_pool,
 )
 from services.engine.store import open_database
+from services.engine.template import constraint_registry
 from shared.bus.amqp import AmqpBus
 from shared.health import Readiness, health_routes, start_http
 from shared.host import drain, start_consuming
 from shared.logging import configure_logging
+from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.service import run_service
 from shared.settings import EngineSettings, load_settings, require_amqp
@@ -60,13 +62,15 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         )
         stack.push_async_callback(bus.close)
         types = load_types()
-        templates = template_pool(settings, types)
+        constraints = constraint_registry(load_constraints())
+        templates = template_pool(settings, types, constraints)
         stack.callback(templates.close)
         await templates.start()
         engine = EngineService(
             pool=pool,
             bus=bus,
             types=types,
+            constraints=constraints,
             engine_id=uuid.uuid4(),
             supervisor=supervisor,
             registry=registry,

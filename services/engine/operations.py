@@ -47,6 +47,7 @@ from services.engine.template import (
     resolve_metadata,
     resolve_properties,
 )
+from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import EMPTY_TEMPLATE, begin_stack_action, begin_traversal, fail_or_roll_back
 from shared.errors import ConflictError, InvalidInput, NotFound
@@ -82,7 +83,9 @@ class Operations:
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     ) -> None:
+        self._constraints = constraints
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
@@ -96,7 +99,9 @@ class Operations:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
         template errors with their paths, or the limit it went past) before anything changes."""
         spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-        return await self._templates.run(load_goal, spec, identity_of(stack), self._types, self._limits)
+        return await self._templates.run(
+            load_goal, spec, identity_of(stack), self._types, self._limits, self._constraints
+        )
 
     async def validate(self, goal: Goal | GoalSpec, stack: StackRow) -> StackDefinition:
         return (await self.load(goal, stack)).definition

@@ -59,7 +59,7 @@ from services.engine.store import Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.store.retention import EventPurge
-from services.engine.template import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template import DEFAULT_CONSTRAINTS, DEFAULT_LIMITS, CustomConstraints, TemplateLimits
 from services.engine.template_pool import INLINE, TemplatePool, TemplateRunner
 from shared.bus import Bus, Delivery
 from shared.errors import ConflictError, StoreUnavailable
@@ -103,7 +103,11 @@ class EngineService:
         heal: HealPolicy | None = None,
         templates: TemplateRunner = INLINE,
         event_purge_seconds: float = 5.0,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     ) -> None:
+        """`constraints`: the custom constraints parameters may name (`constraint_registry`
+        of what `shared.plugins.constraints.load_constraints` found)."""
+        self.constraints = constraints
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
         self._clock = clock
@@ -129,6 +133,7 @@ class EngineService:
             limits=limits,
             quotas=quotas,
             templates=templates,
+            constraints=constraints,
         )
         self.convergence = Convergence(
             store=self.store,
@@ -138,6 +143,7 @@ class EngineService:
             limits=limits,
             quotas=quotas,
             templates=templates,
+            constraints=constraints,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
@@ -179,6 +185,7 @@ class EngineService:
             ),
             templates=self.templates,
             api_limits=self._api_limits,
+            constraints=self.constraints,
             secrets=SecretsCache(self.queries),
             reads=ReadSlots(max(1, min(READS_PER_PROJECT, self._pool_size // 2))),
         )
@@ -355,11 +362,17 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
     )
 
 
-def template_pool(settings: EngineSettings, types: Mapping[str, type[ResourceType]]) -> TemplatePool:
+def template_pool(
+    settings: EngineSettings,
+    types: Mapping[str, type[ResourceType]],
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+) -> TemplatePool:
     """The process pool where this engine's template work runs (close it when done)."""
+    modules = {cls.__module__ for cls in types.values()}
+    modules |= {getattr(v, "__module__", None) or "" for v in constraints.validators.values()} - {""}
     return TemplatePool(
         workers=settings.template_workers,
         timeout_seconds=settings.template_timeout_seconds,
         memory_bytes=settings.template_worker_memory_bytes,
-        preload=sorted({cls.__module__ for cls in types.values()}),
+        preload=sorted(modules),
     )

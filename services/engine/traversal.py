@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -40,7 +40,7 @@ from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.nested.answer import Answers
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import StackDefinition
+from services.engine.template import StackDefinition, UncheckedValue
 from shared.errors import ConflictError
 
 log = structlog.get_logger(__name__)
@@ -82,7 +82,12 @@ async def begin_traversal(
         existing=existing,
     )
     reason = reason or f"Stack {action.value} started"
-    await _launch(tx, stack, traversal, graph, template_id, stack.current_template_id, action, reason, fx)
+    # What the new goal's parameters were accepted with unchecked (a rollback or delete
+    # goes back to a goal already announced).
+    notes = () if action in (Action.ROLLBACK, Action.DELETE) else definition.unchecked
+    await _launch(
+        tx, stack, traversal, graph, template_id, stack.current_template_id, action, reason, fx, notes=notes
+    )
     if not graph and answers is not None:
         done = Status.COMPLETE
         await answers.stack_ended(tx, _as(stack, action), done, _done(action), fx, definition=definition)
@@ -126,9 +131,12 @@ async def _launch(
     action: Action,
     reason: str,
     fx: Effects,
+    *,
+    notes: Sequence[UncheckedValue] = (),
 ) -> None:
     """Store the graph, make `traversal` the stack's (preempting whatever ran) and
-    trigger the leaves; an empty graph completes at once."""
+    trigger the leaves; an empty graph completes at once. Each of `notes` is an
+    event of its own after the one saying the action started."""
     await tx.start_traversal(stack.stack_id, traversal, graph)
     await tx.begin_operation(
         stack.stack_id,
@@ -139,6 +147,8 @@ async def _launch(
         reason=reason,
     )
     fx.stack_event(stack, action.value, "IN_PROGRESS", reason)
+    for note in notes:
+        fx.stack_event(stack, action.value, "IN_PROGRESS", note.message())
     for node in leaves(graph):
         fx.check(stack.stack_id, traversal, node, row_of(node))
     if not graph:

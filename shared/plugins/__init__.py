@@ -11,6 +11,10 @@ entry-point group (see `registry`); built-ins register the same way.
 
 The engine uses only the declarations (validation, diffing, schemas); the
 worker and observer run the actions.
+
+Custom constraints (`custom_constraint: <name>` on a template parameter) are
+plugins too: validator functions found through the `converge.constraints`
+group (`constraints`), which only the engine loads.
 """
 
 from shared.plugins.base import (

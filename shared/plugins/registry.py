@@ -31,10 +31,11 @@ __all__ = ["ENTRY_POINT_GROUP", "PluginLoadError", "load_type", "load_types", "t
 class PluginLoadError(PermanentError):
     """A resource plugin is broken; the message names the entry point."""
 
-    def __init__(self, entry_point: EntryPoint, problem: str) -> None:
+    def __init__(self, entry_point: EntryPoint, problem: str, *, group: str = ENTRY_POINT_GROUP) -> None:
+        what = "resource" if group == ENTRY_POINT_GROUP else "constraint"
         super().__init__(
-            f"resource plugin {entry_point.name!r} = {entry_point.value!r}"
-            f"{_origin(entry_point)} in group {ENTRY_POINT_GROUP!r}: {problem}"
+            f"{what} plugin {entry_point.name!r} = {entry_point.value!r}"
+            f"{_origin(entry_point)} in group {group!r}: {problem}"
         )
         self.entry_point = entry_point
 

@@ -34,13 +34,14 @@ from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
-from services.engine.template import DEFAULT_LIMITS, TemplateLimits
+from services.engine.template import DEFAULT_LIMITS, TemplateLimits, constraint_registry
 from services.observer.completion import PollPolicy
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
 from shared.bus.memory import Chaos, MemoryBus
 from shared.health import Readiness, health_routes, start_http
 from shared.host import abandon_resumable, start_consuming
+from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
@@ -161,6 +162,7 @@ async def converge(
     recovery sends work in flight again), which the engine's inbox does not drop."""
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
+    constraints = constraint_registry(load_constraints())  # as the engine's main loads them
     pool = await connect(database_url, size=5)
     async with pool.acquire() as conn:
         await migrate(conn)
@@ -171,6 +173,7 @@ async def converge(
         pool=pool,
         bus=bus,
         types=types,
+        constraints=constraints,
         engine_id=uuid.uuid4(),
         supervisor=supervisor,
         stall_seconds=stall_seconds,

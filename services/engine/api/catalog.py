@@ -161,6 +161,11 @@ class CatalogRoutes:
         if not body.has_template():
             raise web.HTTPBadRequest(text="a template is required")
         response = await self._d.templates.run(  # parsed and evaluated in the template pool
-            validate_goal, body.goal_spec(), request.match_info["project"], self._d.types, self._d.limits
+            validate_goal,
+            body.goal_spec(),
+            request.match_info["project"],
+            self._d.types,
+            self._d.limits,
+            self._d.constraints,
         )
         return json_response(response)

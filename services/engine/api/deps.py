@@ -18,7 +18,9 @@ from services.engine.snapshots import Snapshots
 from services.engine.store import Store
 from services.engine.store.queries import Queries, StackView
 from services.engine.template import (
+    DEFAULT_CONSTRAINTS,
     DEFAULT_LIMITS,
+    CustomConstraints,
     OutputValue,
     ResourceData,
     StackDefinition,
@@ -88,6 +90,7 @@ class ApiDeps:
     limits: TemplateLimits = DEFAULT_LIMITS
     templates: TemplateRunner = INLINE  # where request templates are parsed and evaluated
     api_limits: ApiLimits = DEFAULT_API_LIMITS
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS  # custom constraints of parameters
 
     async def current_definition(self, stack: StackView) -> StackDefinition | None:
         """The stack's current definition (cached by template), or None before it has one."""

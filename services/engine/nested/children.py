@@ -53,6 +53,7 @@ from services.engine.nested.claims import owned_child
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
+from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import EMPTY_TEMPLATE, STACK_ACTIONS, begin_stack_action, begin_traversal
 from shared.errors import ConflictError, InvalidInput
@@ -72,7 +73,9 @@ class Children:
         limits: TemplateLimits = DEFAULT_LIMITS,
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     ) -> None:
+        self._constraints = constraints
         self._definitions = definitions
         self._types = types
         self._answers = answers
@@ -274,6 +277,7 @@ class Children:
             limits=self._limits,
             resource_name=row.name,
             facade=facade,
+            constraints=self._constraints,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition

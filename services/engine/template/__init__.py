@@ -1,8 +1,8 @@
 """The HOT template language: parse, validate and resolve Heat templates.
 
 Pure (no I/O). Flow: `loader` (bytes -> data, limits) -> `template` /
-`environment` (sections) -> `stack.load_stack` (parameters, conditions,
-registry, compile, property checks, dependency graph) -> `resolve`
+`environment` (sections) -> `stack.load_stack` (parameters and their custom
+constraints, conditions, registry, compile, property checks, dependency graph) -> `resolve`
 (properties and outputs at check time, property diffs). `validate_api`
 renders Heat's validate response. Errors: `TemplateInvalid` (all problems
 with their paths) and `ResolutionError` (`BudgetExceeded` when evaluation
@@ -20,17 +20,28 @@ Decisions where Heat leaves room:
 - yaql, Fn::GetAZs and Fn::MemberListToMap are validation errors saying
   they are not supported; resource_facade outside a child stack gives what a
   resource without metadata or policies has;
-- a known custom_constraint is accepted unchecked (its plugin checks it);
-  an unknown one is a validation error;
+- custom_constraint (`custom_constraints`): a name with a validator (Converge's
+  own, a plugin's from the `converge.constraints` entry points) checks the value
+  at create, update and validate; a name Heat registers for an OpenStack service
+  Converge lacks (`nova.flavor`, ...) is accepted unchecked, said so by a
+  validate warning and a stack event; an unknown name refuses the value at
+  create and update, and the name at validate (Heat's validate ignores it);
+  a stored goal read back is not checked again;
 - a top-level property resolving to null counts as not set, as in Heat.
 """
 
+from services.engine.template.custom_constraints import (
+    DEFAULT_CONSTRAINTS,
+    CustomConstraints,
+    constraint_registry,
+)
 from services.engine.template.definition import (
     DeletionPolicy,
     OutputDefinition,
     ResourceDefinition,
     StackDefinition,
     StackIdentity,
+    UncheckedValue,
 )
 from services.engine.template.environment import Environment, parse_environment
 from services.engine.template.errors import BudgetExceeded, ResolutionError, TemplateError, TemplateInvalid
@@ -50,9 +61,11 @@ from services.engine.template.validate_api import validate_response
 
 __all__ = [
     "ANY_ATTRIBUTE",
+    "DEFAULT_CONSTRAINTS",
     "DEFAULT_LIMITS",
     "Budget",
     "BudgetExceeded",
+    "CustomConstraints",
     "DeletionPolicy",
     "Environment",
     "OutputDefinition",
@@ -67,6 +80,8 @@ __all__ = [
     "TemplateError",
     "TemplateInvalid",
     "TemplateLimits",
+    "UncheckedValue",
+    "constraint_registry",
     "diff_properties",
     "load_stack",
     "parse_environment",

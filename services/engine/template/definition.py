@@ -76,6 +76,22 @@ class OutputDefinition:
 
 
 @dataclass(frozen=True)
+class UncheckedValue:
+    """A parameter whose custom constraint was accepted without checking its value
+    (`custom_constraints`): the stack gets an event saying so when it is created or updated."""
+
+    parameter: str
+    constraint: str
+    reason: str
+
+    def message(self) -> str:
+        return (
+            f"parameter '{self.parameter}' was not checked against custom constraint "
+            f"{self.constraint}: {self.reason}"
+        )
+
+
+@dataclass(frozen=True)
 class StackDefinition:
     template: Template
     environment: Environment
@@ -88,6 +104,9 @@ class StackDefinition:
     _dependents: Mapping[str, frozenset[str]] = field(default_factory=dict, repr=False)
     #: The limits it was loaded with; resolving it later gets a budget of the same size.
     limits: TemplateLimits = field(default=DEFAULT_LIMITS, repr=False)
+    #: Custom constraints accepted unchecked when it was loaded from a request (a stored
+    #: goal reloaded is not checked again, and has none).
+    unchecked: tuple[UncheckedValue, ...] = ()
 
     def requires(self, name: str) -> frozenset[str]:
         """Resources `name` needs before it can be checked (direct predecessors)."""

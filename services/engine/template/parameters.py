@@ -216,12 +216,13 @@ def parameter_values(
     values: dict[str, Any] = {}
     for name, schema in schemas.items():
         path = join_path("parameters", name)
+        source = value_source(name, request=request, env_parameters=env_parameters, env_defaults=env_defaults)
         if name in request:
-            raw, source = request[name], path
+            raw = request[name]
         elif name in env_parameters:
-            raw, source = env_parameters[name], join_path("environment.parameters", name)
+            raw = env_parameters[name]
         elif name in env_defaults:
-            raw, source = env_defaults[name], join_path("environment.parameter_defaults", name)
+            raw = env_defaults[name]
         elif schema.has_default:
             values[name] = schema.default
             continue
@@ -233,3 +234,22 @@ def parameter_values(
         if value is not _INVALID:
             values[name] = value
     return values
+
+
+def value_source(
+    name: str,
+    *,
+    request: Mapping[str, Any],
+    env_parameters: Mapping[str, Any],
+    env_defaults: Mapping[str, Any],
+) -> str:
+    """Where a parameter's value comes from, by precedence (the path errors name):
+    the request, the environment's `parameters`, its `parameter_defaults`, else the
+    template (`parameters.<name>`, its default if it has one)."""
+    if name in request:
+        return join_path("parameters", name)
+    if name in env_parameters:
+        return join_path("environment.parameters", name)
+    if name in env_defaults:
+        return join_path("environment.parameter_defaults", name)
+    return join_path("parameters", name)

@@ -2,9 +2,11 @@
 
 The entry point the API and the convergence engine call before anything
 changes (loader -> template/environment -> here -> resolve). It picks the
-parameter values, evaluates conditions, maps types through the registry,
-compiles every enabled resource and output once, checks properties against
-the plugins' schemas, builds the dependency graph and finds cycles. Every
+parameter values and checks their custom constraints (`custom_constraints`;
+what was accepted unchecked is kept on the definition), evaluates conditions,
+maps types through the registry, compiles every enabled resource and output
+once, checks properties against the plugins' schemas, builds the dependency
+graph and finds cycles. Every
 problem is collected; one `TemplateInvalid` reports them all. One evaluation
 `Budget` covers the whole load (documents, nested template files, functions);
 running out of it raises `BudgetExceeded` at once.
@@ -14,27 +16,34 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from services.engine.template.compiler import Compiler
 from services.engine.template.conditions import Conditions, ParamScope
-from services.engine.template.constraints import ConstraintKind
+from services.engine.template.custom_constraints import (
+    DEFAULT_CONSTRAINTS,
+    CustomConstraints,
+    check_custom_constraints,
+)
 from services.engine.template.definition import (
     DeletionPolicy,
     OutputDefinition,
     ResourceDefinition,
     StackDefinition,
     StackIdentity,
+    UncheckedValue,
 )
 from services.engine.template.environment import Environment, is_template_reference, read_environment
 from services.engine.template.errors import ErrorList, join_path
 from services.engine.template.expr import OMIT, Expr
 from services.engine.template.graph import find_cycles, reverse_edges
 from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
-from services.engine.template.parameters import parameter_values
+from services.engine.template.parameters import parameter_values, value_source
 from services.engine.template.properties import check_nested_properties, check_properties
 from services.engine.template.template import ResourceSnippet, Template, read_template
 from shared.plugins.base import ResourceType
+from shared.plugins.constraints import ConstraintContext
 
 TypeTable = Mapping[str, type[ResourceType]]
 #: A type whose `attributes` contains this key accepts any attribute name
@@ -53,12 +62,14 @@ def load_stack(
     types: TypeTable,
     identity: StackIdentity,
     limits: TemplateLimits = DEFAULT_LIMITS,
-    custom_constraints: frozenset[str] = frozenset(),
+    custom_constraints: CustomConstraints | None = DEFAULT_CONSTRAINTS,
     budget: Budget | None = None,
+    now: datetime | None = None,
 ) -> StackDefinition:
     """Validate everything and return the stack; raise `TemplateInvalid` listing all errors
     (or `BudgetExceeded` when evaluating needs more than `budget`, by default one of
-    `limits`)."""
+    `limits`). `custom_constraints` None: a stored goal, whose custom constraints were
+    checked when it was stored, is not checked again (`now`: see `build_stack`)."""
     errors = ErrorList()
     stack = build_stack(
         template,
@@ -72,6 +83,7 @@ def load_stack(
         require_values=True,
         errors=errors,
         budget=budget,
+        now=now,
     )
     errors.raise_if_any()
     assert stack is not None
@@ -87,15 +99,18 @@ def build_stack(
     types: TypeTable,
     identity: StackIdentity,
     limits: TemplateLimits,
-    custom_constraints: frozenset[str],
+    custom_constraints: CustomConstraints | None,
     require_values: bool,
     errors: ErrorList,
     budget: Budget | None = None,
+    now: datetime | None = None,
 ) -> StackDefinition | None:
     """`load_stack` without raising: errors are appended; None if unreadable.
 
     With `require_values=False` (template validation) parameters without a
-    value are allowed; what depends on them is not checked.
+    value are allowed; what depends on them is not checked. Custom constraints
+    are checked against `custom_constraints` (None: not at all) as of `now`
+    (default: the current time).
     """
     if budget is None:
         budget = Budget(limits)
@@ -109,16 +124,33 @@ def build_stack(
         return None
     files = files or {}
     loader = _StackLoader(tmpl, env, files, types, limits, errors, budget)
-    loader.check_custom_constraints(custom_constraints)
     loader.check_registry()
+    request = parameters or {}
     values = parameter_values(
         tmpl.parameters,
-        request=parameters or {},
+        request=request,
         env_parameters=env.parameters,
         env_defaults=env.parameter_defaults,
         require_values=require_values,
         errors=errors,
     )
+    unchecked: tuple[UncheckedValue, ...] = ()
+    if custom_constraints is not None:
+        sources = {
+            name: value_source(
+                name, request=request, env_parameters=env.parameters, env_defaults=env.parameter_defaults
+            )
+            for name in values
+        }
+        unchecked = check_custom_constraints(
+            tmpl.parameters,
+            values,
+            sources,
+            registry=custom_constraints,
+            context=ConstraintContext(now=now or datetime.now(UTC)),
+            by_value=require_values,
+            errors=errors,
+        )
     pseudo = {
         "OS::stack_name": identity.stack_name,
         "OS::stack_id": identity.stack_id,
@@ -173,6 +205,7 @@ def build_stack(
         disabled=frozenset(n for n, on in enabled.items() if not on),
         _dependents=reverse_edges(requires),
         limits=limits,
+        unchecked=unchecked,
     )
 
 
@@ -198,16 +231,6 @@ class _StackLoader:
         self.budget = budget
         self._nested: dict[str, Template | None] = {}
         self._types: dict[str, str] = {}  # resource name -> resolved type
-
-    def check_custom_constraints(self, known: frozenset[str]) -> None:
-        for name, schema in self.tmpl.parameters.items():
-            for index, constraint in enumerate(schema.constraints):
-                if constraint.kind is ConstraintKind.CUSTOM and constraint.name not in known:
-                    self.errors.add(
-                        join_path(join_path(join_path("parameters", name), "constraints"), index),
-                        f"custom constraint {constraint.name!r} is not supported "
-                        "(no installed plugin provides it)",
-                    )
 
     def check_registry(self) -> None:
         """Every template file the registry maps to must exist and parse."""

@@ -6,7 +6,10 @@ returns `Description`, `Parameters` (Type, Description, Label, NoEcho,
 Default, Value, constraints as MinLength/MaxLength, MinValue/MaxValue,
 Step/Offset, AllowedValues, AllowedPattern, CustomConstraint,
 ConstraintDescription, Tags), `ParameterGroups` when the template has them,
-and `Environment`. Invalid templates raise `TemplateInvalid`.
+and `Environment`; a Converge addition, `Warnings`, lists the custom
+constraints accepted unchecked (`custom_constraints`). Invalid templates raise
+`TemplateInvalid`; values given (or defaults) are checked by the custom
+constraints' validators, and an unknown constraint name is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.template.constraints import ConstraintKind, ParamType
+from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template.definition import StackIdentity
 from services.engine.template.environment import Environment
 from services.engine.template.errors import ErrorList
@@ -41,7 +45,7 @@ def validate_response(
     files: Mapping[str, str] | None = None,
     types: TypeTable,
     limits: TemplateLimits = DEFAULT_LIMITS,
-    custom_constraints: frozenset[str] = frozenset(),
+    custom_constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     project_id: str = "None",
     budget: Budget | None = None,
 ) -> dict[str, Any]:
@@ -86,6 +90,12 @@ def validate_response(
             for g in tmpl.parameter_groups
         ]
     result["Environment"] = stack.environment.as_dict()
+    if stack.unchecked:
+        result["Warnings"] = [
+            f"parameters.{u.parameter}: custom constraint {u.constraint} is not checked ({u.reason}); "
+            "any value is accepted as given"
+            for u in stack.unchecked
+        ]
     return result
 
 

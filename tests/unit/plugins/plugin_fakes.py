@@ -1,4 +1,5 @@
-"""Test helpers for plugin tests: a virtual clock and an ActionContext builder."""
+"""Test helpers for plugin tests: a virtual clock, an ActionContext builder and a
+validator that cannot be pickled (a custom constraint plugin done wrong)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,7 @@ def context_factory(clock: VirtualClock) -> CtxFactory:
         return ActionContext(**fields)
 
     return build
+
+
+#: A constraint validator that cannot be pickled (a lambda: pickle finds no `<lambda>` here).
+unpicklable_validator: Callable[[Any, Any], str | None] = lambda value, context: None  # noqa: E731

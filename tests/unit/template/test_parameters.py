@@ -160,15 +160,13 @@ def test_bad_constraint_definitions(ptype: str, constraint: dict[str, Any], frag
     assert any(fragment in e and e.startswith("parameters.p.constraints[0]") for e in errors), errors
 
 
-def test_custom_constraint_needs_a_provider() -> None:
+def test_a_custom_constraint_of_a_service_converge_lacks_is_accepted_unchecked() -> None:
     section = {
         "net": {"type": "string", "default": "n", "constraints": [{"custom_constraint": "neutron.network"}]}
     }
-    assert _errors(section) == [
-        "parameters.net.constraints[0]: custom constraint 'neutron.network' is not supported "
-        "(no installed plugin provides it)"
-    ]
-    assert _stack(section, custom_constraints=frozenset({"neutron.network"})).parameters == {"net": "n"}
+    stack = _stack(section)
+    assert stack.parameters == {"net": "n"}
+    assert [(u.parameter, u.constraint) for u in stack.unchecked] == [("net", "neutron.network")]
 
 
 def test_bad_parameter_definitions_are_all_reported() -> None:

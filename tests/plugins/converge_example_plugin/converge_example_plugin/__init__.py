@@ -1,9 +1,10 @@
 """Example::Thing, a third-party resource type living outside Converge.
 
 It exists so tests can prove that a package installed beside Converge
-registers types through the `converge.resources` entry-point group exactly
-as the built-ins do. A thing has a name and a size; changing the name
-replaces it, changing the size updates it in place.
+registers types through the `converge.resources` entry-point group, and custom
+constraints through `converge.constraints`, exactly as the built-ins do. A thing
+has a name and a size; changing the name replaces it, changing the size updates
+it in place. `example.thing_name` checks a parameter holds a thing name.
 """
 
 from __future__ import annotations
@@ -44,3 +45,12 @@ class Thing(ResourceType):
 
     async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
         return ActionResult(physical_id)
+
+
+def thing_name(value: object, context: object) -> str | None:
+    """The `example.thing_name` custom constraint: a thing's name is lower-case words
+    joined by '-' (registered through `converge.constraints`)."""
+    words = value.split("-") if isinstance(value, str) else []
+    if words and all(w.isascii() and w.isalpha() and w.islower() for w in words):
+        return None
+    return "a thing name is lower-case words joined by '-', e.g. 'big-box'"
