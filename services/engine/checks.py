@@ -68,6 +68,7 @@ from services.engine.nested.children import Children
 from services.engine.nested.claims import release, take_over
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.outbox import Outbox
+from services.engine.resolving import goal_values
 from services.engine.signals import CONDITION, condition_result
 from services.engine.snapshotting import job_ended, takes_snapshots
 from services.engine.store import Store
@@ -76,8 +77,6 @@ from services.engine.template import (
     DEFAULT_LIMITS,
     ResolutionError,
     TemplateLimits,
-    resolve_metadata,
-    resolve_properties,
 )
 from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
@@ -119,7 +118,8 @@ class Convergence:
         self._types = types
         self._limits = limits
         self._quotas = quotas
-        self._answers = Answers(definitions=definitions, types=types)
+        self._templates = templates
+        self._answers = Answers(definitions=definitions, types=types, templates=templates)
         # Hooks and converge's observations, between a node's decision and its action.
         self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
         self._children = Children(
@@ -229,8 +229,7 @@ class Convergence:
         data = {n: reference_data(r, self._types) for n, r in needed.items() if n in goal.references}
         requires = frozenset(r.resource_id for r in needed.values())
         try:
-            properties = resolve_properties(definition, row.name, data)
-            metadata = resolve_metadata(definition, row.name, data)
+            properties, metadata = await goal_values(self._templates, definition, row.name, data)
         except ResolutionError as exc:
             await self._fail(
                 tx, stack, traversal, row, Action.UPDATE if row.exists else Action.CREATE, str(exc), fx

@@ -216,6 +216,17 @@ class Invalid(Expr):
         return "<invalid>"
 
 
+def calls_any(value: Any, names: frozenset[str]) -> bool:
+    """Whether compiled `value` still holds a call of one of the functions `names`."""
+    if isinstance(value, Call):
+        return value.name in names or calls_any(value.args, names)
+    if isinstance(value, ListExpr):
+        return any(calls_any(item, names) for item in value.items)
+    if isinstance(value, DictExpr):
+        return any(calls_any(item, names) for item in value.items.values())
+    return False
+
+
 def copy_json(value: Any, budget: Budget) -> Any:
     """A fresh copy of JSON-like data (compiled trees share static parts, and a
     value referenced many times is copied as many times: each entry and string
