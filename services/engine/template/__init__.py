@@ -17,9 +17,16 @@ Decisions where Heat leaves room:
   every name (`shared.plugins.base.AnyAttributes`);
 - values depending on other resources are not type-checked at load time
   (their presence still satisfies "required");
-- yaql, Fn::GetAZs and Fn::MemberListToMap are validation errors saying
-  they are not supported; resource_facade outside a child stack gives what a
+- yaql runs with the `yaql` library as Heat's does (`$.data`, Heat's
+  `[yaql]` limits as settings, `yaql_function`), folded at load when its data
+  is known; each yaql call and the result count against the evaluation
+  budget, and a value needing yaql at check time is resolved in the template
+  pool (`resolve.needs_worker`), where time is bounded;
+- Fn::GetAZs and Fn::MemberListToMap are validation errors saying they are
+  not supported; resource_facade outside a child stack gives what a
   resource without metadata or policies has;
+- `get_attr: [group, resource.<n>]` is member n's reference id, as in Heat
+  (`expr.MemberAttributes`); with an attribute after it, that member's attribute;
 - a known custom_constraint is accepted unchecked (its plugin checks it);
   an unknown one is a validation error;
 - a top-level property resolving to null counts as not set, as in Heat.
