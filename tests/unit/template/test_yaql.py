@@ -121,6 +121,22 @@ def test_yaql_on_a_resource_attribute_is_evaluated_when_the_resource_resolves() 
     assert evaluate(snippet, output=[{"name": "a"}, {"name": "b"}]) == "a,b"
 
 
+def test_the_expression_and_data_may_come_from_functions() -> None:
+    template = _template(
+        {
+            "yaql": {
+                "expression": {"str_replace": {"template": "$.data.select($ * N)", "params": {"N": "3"}}},
+                "data": {"get_param": "numbers"},
+            }
+        },
+        parameters={"numbers": {"type": "json", "default": [1, 2]}},
+    )
+    stack = load_stack(template, types=TYPES, identity=IDENTITY)
+    assert stack.resources["subject"].properties == {"value": [3, 6]}
+    expression_later = yaql({"get_attr": ["dep", "output"]}, [1, 2])
+    assert evaluate(expression_later, output="$.data.sum()") == 3
+
+
 def test_a_folded_yaql_needs_no_worker_at_check_time() -> None:
     stack = _load(yaql("$.data.len()", [1, 2]))
     assert stack.resources["subject"].properties == {"value": 2}
