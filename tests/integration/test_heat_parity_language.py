@@ -15,9 +15,11 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from services.engine.core.model import StackId
 from services.engine.resolving import goal_values
@@ -26,6 +28,7 @@ from services.engine.template.definition import StackIdentity
 from services.engine.template_pool import TemplatePool
 from shared.plugins.registry import load_types
 from tests.support.convergence import Converge, converge
+from tests.support.openstack_cli import OpenStack
 
 pytestmark = pytest.mark.integration
 
@@ -158,6 +161,7 @@ EXPECTED_OUTPUTS = {
 class Heat:
     cv: Converge
     hc: Any
+    cli: OpenStack
 
     async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -172,11 +176,12 @@ class Heat:
 
 
 @pytest.fixture
-async def heat(database_url: str) -> AsyncIterator[Heat]:
+async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
     from heatclient import client as heatclient
 
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        yield Heat(cv, heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1"))
+        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
+        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
 
 
 async def test_a_tripleo_style_yaql_template_validates_and_creates_with_heats_outputs(heat: Heat) -> None:
@@ -210,6 +215,20 @@ async def test_a_tripleo_style_yaql_template_validates_and_creates_with_heats_ou
     names = {r.resource_name for r in await heat.run(heat.hc.resources.list, stack_id)}
     assert "CephPool" in names
     assert "VipPort" not in names
+
+
+async def test_the_openstack_cli_creates_the_tripleo_style_template_from_yaml_files(
+    heat: Heat, tmp_path: Path
+) -> None:
+    (tmp_path / "overcloud.yaml").write_text(yaml.safe_dump(TRIPLEO))
+    (tmp_path / "env.yaml").write_text(yaml.safe_dump(ENVIRONMENT))
+    files = ("-t", str(tmp_path / "overcloud.yaml"), "-e", str(tmp_path / "env.yaml"))
+    await heat.cli.ok("orchestration", "template", "validate", *files)
+    await heat.cli.ok("stack", "create", *files, "--wait", "overcloud-cli")
+    shown = await heat.cli.json("stack", "output", "show", "overcloud-cli", "all_networks")
+    assert shown["output_value"] == EXPECTED_OUTPUTS["all_networks"]
+    shown = await heat.cli.json("stack", "output", "show", "overcloud-cli", "role_counts")
+    assert shown["output_value"] == EXPECTED_OUTPUTS["role_counts"]
 
 
 async def test_a_bad_yaql_is_a_400_naming_its_path_and_creates_nothing(heat: Heat) -> None:
