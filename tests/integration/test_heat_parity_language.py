@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from services.engine.core.model import StackId
-from services.engine.resolving import goal_values
+from services.engine.resolving import Resolved, ValuesNeeded, goal_values
 from services.engine.template import ResolutionError, ResourceData, load_stack
 from services.engine.template.definition import StackIdentity
 from services.engine.template_pool import TemplatePool
@@ -253,6 +253,28 @@ async def test_a_bad_yaql_is_a_400_naming_its_path_and_creates_nothing(heat: Hea
     assert await heat.run(lambda: list(heat.hc.stacks.list())) == []
 
 
+async def test_a_yaql_failing_on_a_resources_attribute_fails_that_resource_naming_the_path(
+    heat: Heat,
+) -> None:
+    template = {
+        "heat_template_version": "rocky",
+        "resources": {
+            "dep": {"type": "OS::Heat::TestResource", "properties": {"value": "7"}},
+            "v": {
+                "type": "OS::Heat::Value",
+                "properties": {"value": _yaql("int($.data.n) / 0", n={"get_attr": ["dep", "output"]})},
+            },
+        },
+    }
+    created = await heat.run(heat.hc.stacks.create, stack_name="fails", template=template)
+    stack = await heat.settled(created["stack"]["id"])
+    assert stack.stack_status == "CREATE_FAILED"
+    failed = await heat.run(heat.hc.resources.get, created["stack"]["id"], "v")
+    assert failed.resource_status == "CREATE_FAILED"
+    assert "resources.v.properties.value.yaql: yaql: evaluating" in failed.resource_status_reason
+    assert "ZeroDivisionError" in failed.resource_status_reason
+
+
 async def test_get_attr_of_a_group_member_is_its_reference_id_and_its_attribute_with_a_path(
     heat: Heat,
 ) -> None:
@@ -309,7 +331,8 @@ async def test_a_test_resource_keeps_its_physical_id_across_an_in_place_update_w
 async def test_a_check_time_yaql_runs_in_the_template_pool_and_a_runaway_one_is_stopped() -> None:
     """The value needs a resource's attribute, so it is evaluated when the resource is
     checked: in a worker process, stopped at the pool's timeout, failing the resource
-    with the path (a regular expression that backtracks for ever cannot hold the loop)."""
+    with the path (a regular expression that backtracks for ever cannot hold the loop,
+    nor a database connection)."""
     template = {
         "heat_template_version": "rocky",
         "resources": {
@@ -329,9 +352,24 @@ async def test_a_check_time_yaql_runs_in_the_template_pool_and_a_runaway_one_is_
         await pool.start()
         quick = {"dep": ResourceData("d", {"output": "aaaa"})}
         assert await goal_values(pool, stack, "v", quick) == ({"value": True}, {})
+        # A node check never waits for the pool in its transaction: it asks for the values,
+        # the handler resolves them with no transaction open, and the check takes them.
+        resolved = Resolved()
+        with pytest.raises(ValuesNeeded) as needed:
+            await resolved.goal_values(pool, stack, "v", quick, "template-1")
+        await resolved.resolve(pool, needed.value)
+        assert await resolved.goal_values(pool, stack, "v", quick, "template-1") == ({"value": True}, {})
+        with pytest.raises(ValuesNeeded):  # other data: resolved again
+            await resolved.goal_values(
+                pool, stack, "v", {"dep": ResourceData("d", {"output": "b"})}, "template-1"
+            )
+
         runaway = {"dep": ResourceData("d", {"output": "a" * 40 + "!"})}
+        with pytest.raises(ValuesNeeded) as needed:
+            await resolved.goal_values(pool, stack, "v", runaway, "template-1")
+        await resolved.resolve(pool, needed.value)
         with pytest.raises(ResolutionError) as stopped:
-            await goal_values(pool, stack, "v", runaway)
+            await resolved.goal_values(pool, stack, "v", runaway, "template-1")
         assert stopped.value.path == "resources.v.properties"
         assert "took longer than 5 s" in str(stopped.value)
     finally:
