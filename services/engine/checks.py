@@ -3,7 +3,10 @@
 For every message: one transaction that claims the message id (inbox, so a
 redelivery changes nothing), reads the few rows the decision needs, applies
 the pure decision from `core.decide`, and writes rows, events and outgoing
-messages (outbox) together; the outbox is published after commit.
+messages (outbox) together; the outbox is published after commit. A check
+whose values need the template pool (yaql on an attribute) never waits for
+it in the transaction: it is rolled back, the values are resolved, and the
+message is handled again (`resolving.Resolved`).
 
 A check whose traversal id is no longer the stack's stops quietly: that is
 how a newer operation preempts an older one without a lock. A check that
