@@ -3,10 +3,11 @@ that used to differ from OpenStack Heat 27 — `list_concat_unique` order, `get_
 resource.N]`, a TestResource's physical id across an in-place update.
 
 Real: the engine's HTTP app over real HTTP, PostgreSQL, the engine, worker and observer
-(in-process bus), python-heatclient unmodified; for the check-time path, a real template
-pool (worker processes). Expected values are what Heat gives, computed by hand from yaql's
-semantics (`where`, `select`, `selectMany`, `distinct`, `toDict`, `dict`, ``format`) and
-Heat's functions.
+(in-process bus), python-heatclient unmodified and the real `openstack` CLI; for the
+check-time path, a real template pool (worker processes), and `converge up` with its own.
+Expected values are what Heat gives, computed by hand from yaql's semantics (`where`,
+`select`, `selectMany`, `distinct`, `toDict`, `dict`, `concat`, `switch`) and Heat's
+functions.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from services.engine.template import ResolutionError, ResourceData, load_stack
 from services.engine.template.definition import StackIdentity
 from services.engine.template_pool import TemplatePool
 from shared.plugins.registry import load_types
+from tests.support.cli import running_up
 from tests.support.convergence import Converge, converge
 from tests.support.openstack_cli import OpenStack
 
@@ -374,3 +376,45 @@ async def test_a_check_time_yaql_runs_in_the_template_pool_and_a_runaway_one_is_
         assert "took longer than 5 s" in str(stopped.value)
     finally:
         pool.close()
+
+
+async def test_converge_up_evaluates_yaql_on_attributes_in_its_template_workers(tmp_path: Path) -> None:
+    """The whole product: `converge up` (its template pool, its engine checks) creates a
+    stack whose yaql needs a resource attribute, through heatclient."""
+    from heatclient import client as heatclient
+
+    template = {
+        "heat_template_version": "rocky",
+        "resources": {
+            "nets": {"type": "OS::Heat::Value", "properties": {"value": NETWORKS}},
+            "cidrs": {
+                "type": "OS::Heat::Value",
+                "properties": {
+                    "value": {
+                        "yaql": {
+                            "expression": "$.data.toDict($.name, $.cidr)",
+                            "data": {"get_attr": ["nets", "value"]},
+                        }
+                    }
+                },
+            },
+        },
+        "outputs": {"cidrs": {"value": {"get_attr": ["cidrs", "value"]}}},
+    }
+    with running_up(tmp_path, {}) as server:
+        hc = heatclient.Client("1", endpoint=f"{server.url}/v1/demo", token=server.token)
+        created = await asyncio.to_thread(hc.stacks.create, stack_name="up-yaql", template=template)
+        stack_id = created["stack"]["id"]
+
+        async def settled() -> Any:
+            for _ in range(600):
+                stack = await asyncio.to_thread(hc.stacks.get, stack_id)
+                if stack.stack_status != "CREATE_IN_PROGRESS":
+                    return stack
+                await asyncio.sleep(0.1)
+            raise AssertionError("the stack did not settle in 60 s")
+
+        stack = await settled()
+        assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
+        outputs = {o["output_key"]: o["output_value"] for o in stack.outputs}
+        assert outputs["cidrs"] == EXPECTED_OUTPUTS["cidrs"]
