@@ -211,6 +211,27 @@ class EngineSettings(CommonSettings):
         description="List items and map entries one request may produce the same way (repeat, "
         "list_concat, map_merge, filter, group members, ...).",
     )
+    max_yaql_expression_length: int = Field(
+        65_536,
+        ge=64,
+        le=16 * 1024 * 1024,
+        description="Characters of one yaql expression in a template (Heat has no limit but the "
+        "template's size).",
+    )
+    yaql_limit_iterators: int = Field(
+        200,
+        ge=1,
+        le=10_000_000,
+        description="Most items a collection may have while a yaql expression is evaluated "
+        "(Heat's [yaql] limit_iterators and its default).",
+    )
+    yaql_memory_quota: int = Field(
+        10_000,
+        ge=100,
+        le=1024 * 1024 * 1024,
+        description="Most bytes one intermediate result may take while a yaql expression is "
+        "evaluated (Heat's [yaql] memory_quota and its default).",
+    )
     template_workers: int = Field(
         2,
         ge=1,

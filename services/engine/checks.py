@@ -3,7 +3,10 @@
 For every message: one transaction that claims the message id (inbox, so a
 redelivery changes nothing), reads the few rows the decision needs, applies
 the pure decision from `core.decide`, and writes rows, events and outgoing
-messages (outbox) together; the outbox is published after commit.
+messages (outbox) together; the outbox is published after commit. A check
+whose values need the template pool (yaql on an attribute) never waits for
+it in the transaction: it is rolled back, the values are resolved, and the
+message is handled again (`resolving.Resolved`).
 
 A check whose traversal id is no longer the stack's stops quietly: that is
 how a newer operation preempts an older one without a lock. A check that
@@ -68,6 +71,7 @@ from services.engine.nested.children import Children
 from services.engine.nested.claims import release, take_over
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.outbox import Outbox
+from services.engine.resolving import Resolved, ValuesNeeded
 from services.engine.signals import CONDITION, condition_result
 from services.engine.snapshotting import job_ended, takes_snapshots
 from services.engine.store import Store
@@ -78,8 +82,6 @@ from services.engine.template import (
     CustomConstraints,
     ResolutionError,
     TemplateLimits,
-    resolve_metadata,
-    resolve_properties,
 )
 from services.engine.template_pool import INLINE, TemplateRunner
 from services.engine.traversal import STACK_ACTIONS, fail_or_roll_back
@@ -122,7 +124,8 @@ class Convergence:
         self._types = types
         self._limits = limits
         self._quotas = quotas
-        self._answers = Answers(definitions=definitions, types=types)
+        self._templates = templates
+        self._answers = Answers(definitions=definitions, types=types, templates=templates)
         # Hooks and converge's observations, between a node's decision and its action.
         self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
         self._children = Children(
@@ -148,21 +151,30 @@ class Convergence:
         elif isinstance(message, NestedStackJob | CancelNested):
             context = {"stack_id": str(message.stack_id), "job_id": message.job_id}
         with structlog.contextvars.bound_contextvars(**context):
-            effects = Effects()
-            async with self._store.transaction() as tx:
-                if not await tx.claim_message(message.id):
-                    log.debug("duplicate_message", message_id=message.id)
+            resolved = Resolved()
+            while True:
+                try:
+                    await self._handle_once(message, resolved)
                     return
-                if isinstance(message, CheckResource):
-                    await self._check(tx, message, effects)
-                elif isinstance(message, JobResult):
-                    await self._result(tx, message, effects)
-                elif isinstance(message, NestedStackJob):
-                    await self._children.start(tx, message, effects)
-                elif isinstance(message, CancelNested):
-                    await self._children.cancel(tx, message, effects)
-                ids = await effects.commit(tx)
-            await self._outbox.publish(ids, effects.messages)
+                except ValuesNeeded as need:  # rolled back: resolve off the loop, then again
+                    await resolved.resolve(self._templates, need)
+
+    async def _handle_once(self, message: Message, resolved: Resolved) -> None:
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            if not await tx.claim_message(message.id):
+                log.debug("duplicate_message", message_id=message.id)
+                return
+            if isinstance(message, CheckResource):
+                await self._check(tx, message, effects, resolved)
+            elif isinstance(message, JobResult):
+                await self._result(tx, message, effects)
+            elif isinstance(message, NestedStackJob):
+                await self._children.start(tx, message, effects)
+            elif isinstance(message, CancelNested):
+                await self._children.cancel(tx, message, effects)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
 
     async def expire_overdue(self, *, now: float) -> int:
         """Fail (and roll back, where enabled) operations past their timeout_mins."""
@@ -184,7 +196,7 @@ class Convergence:
 
     # -- checks ---------------------------------------------------------------
 
-    async def _check(self, tx: Tx, msg: CheckResource, fx: Effects) -> None:
+    async def _check(self, tx: Tx, msg: CheckResource, fx: Effects, resolved: Resolved) -> None:
         stack = await tx.stack(StackId(msg.stack_id))
         traversal = TraversalId(msg.traversal_id)
         if stack is None or stack.current_traversal != traversal:
@@ -217,12 +229,19 @@ class Convergence:
         if stack.action in STACK_ACTIONS:
             await self._check_action(tx, stack, traversal, node, row, fx)
         elif is_forward(node):
-            await self._check_forward(tx, stack, traversal, node, row, fx)
+            await self._check_forward(tx, stack, traversal, node, row, fx, resolved)
         else:
             await self._check_cleanup(tx, stack, traversal, node, row, fx)
 
     async def _check_forward(
-        self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
+        self,
+        tx: Tx,
+        stack: StackRow,
+        traversal: TraversalId,
+        node: Node,
+        row: ResourceRow,
+        fx: Effects,
+        resolved: Resolved,
     ) -> None:
         assert stack.current_template_id is not None
         definition = await self._definitions.get(tx, stack, stack.current_template_id)
@@ -233,8 +252,9 @@ class Convergence:
         data = {n: reference_data(r, self._types) for n, r in needed.items() if n in goal.references}
         requires = frozenset(r.resource_id for r in needed.values())
         try:
-            properties = resolve_properties(definition, row.name, data)
-            metadata = resolve_metadata(definition, row.name, data)
+            properties, metadata = await resolved.goal_values(
+                self._templates, definition, row.name, data, stack.current_template_id
+            )
         except ResolutionError as exc:
             await self._fail(
                 tx, stack, traversal, row, Action.UPDATE if row.exists else Action.CREATE, str(exc), fx

@@ -37,6 +37,7 @@ from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.children import stop_stack
 from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids, release
 from services.engine.outbox import Outbox
+from services.engine.resolving import goal_values
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import (
@@ -44,8 +45,6 @@ from services.engine.template import (
     ResolutionError,
     StackDefinition,
     TemplateLimits,
-    resolve_metadata,
-    resolve_properties,
 )
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template_pool import INLINE, TemplateRunner
@@ -93,7 +92,7 @@ class Operations:
         self._limits = limits
         self._quotas = quotas
         self._templates = templates
-        self._answers = Answers(definitions=definitions, types=types)
+        self._answers = Answers(definitions=definitions, types=types, templates=templates)
 
     async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
@@ -216,8 +215,7 @@ class Operations:
                 changes["added"].append(name)
                 continue
             try:
-                properties = resolve_properties(definition, name, data)
-                metadata = resolve_metadata(definition, name, data)
+                properties, metadata = await goal_values(self._templates, definition, name, data)
             except ResolutionError:
                 changes["updated"].append(row)
                 continue

@@ -179,7 +179,7 @@ class EngineService:
                 store=self.store,
                 outbox=self.outbox,
                 operations=self.operations,
-                answers=Answers(definitions=self.definitions, types=self.types),
+                answers=Answers(definitions=self.definitions, types=self.types, templates=self.templates),
                 types=self.types,
                 per_stack=self._api_limits.snapshots_per_stack,
             ),
@@ -359,6 +359,9 @@ def template_limits(settings: EngineSettings) -> TemplateLimits:
         max_yaml_aliases=settings.max_yaml_aliases,
         max_evaluation_bytes=settings.max_evaluation_bytes,
         max_evaluation_items=settings.max_evaluation_items,
+        max_yaql_expression_length=settings.max_yaql_expression_length,
+        yaql_limit_iterators=settings.yaql_limit_iterators,
+        yaql_memory_quota=settings.yaql_memory_quota,
     )
 
 

@@ -66,8 +66,11 @@ def settle(action: JobAction, observation: Observation) -> tuple[JobOutcome, str
 
 def _result(job: ResourceJob, outcome: JobOutcome, observation: Observation | None, reason: str) -> JobResult:
     attributes = dict(observation.attributes) if observation is not None else {}
+    physical_id = job.physical_id
+    if observation is not None and observation.physical_id is not None:
+        physical_id = observation.physical_id  # the id once the action is over (the plugin's)
     return JobResult.for_job(
-        job, outcome, reporter="observed", physical_id=job.physical_id, attributes=attributes, reason=reason
+        job, outcome, reporter="observed", physical_id=physical_id, attributes=attributes, reason=reason
     )
 
 

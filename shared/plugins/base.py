@@ -85,13 +85,16 @@ class Observation:
     where the provider exposes them (None = not exposed). `retry_after`: for a
     resource still in progress, the seconds after which looking again is worth
     it, where the provider knows (an ETA); the observer then waits that long
-    instead of guessing with its growing pauses."""
+    instead of guessing with its growing pauses. `physical_id`: for a type whose id
+    carried an unfinished action's progress, the resource's id now that the action
+    is over (None = the id observed stays)."""
 
     state: ObservedState
     attributes: Mapping[str, Any] = field(default_factory=dict)
     properties: Mapping[str, Any] | None = None
     reason: str = ""
     retry_after: float | None = None
+    physical_id: str | None = None
 
 
 class ReplacementNeeded(ConvergeError):

@@ -43,7 +43,7 @@ FUNCTION_DESCRIPTIONS: dict[str, str] = {
     "not": "A function returning the opposite of a condition.",
     "and": "A function that is true when every condition is true.",
     "or": "A function that is true when any condition is true.",
-    "yaql": "A function for evaluating a YAQL expression (not supported by Converge).",
+    "yaql": "A function for evaluating a YAQL expression on data (bound as $.data).",
     "resource_facade": "A function for retrieving data in a parent provider template.",
 }
 

@@ -13,6 +13,7 @@ from services.engine.definitions import DefinitionCache
 from services.engine.jobs import reference_data
 from services.engine.observation import Observing
 from services.engine.operations import Operations
+from services.engine.resolving import output_values
 from services.engine.signals import Signals
 from services.engine.snapshots import Snapshots
 from services.engine.store import Store
@@ -25,7 +26,6 @@ from services.engine.template import (
     ResourceData,
     StackDefinition,
     TemplateLimits,
-    resolve_outputs,
 )
 from services.engine.template_pool import INLINE, TemplateRunner
 from shared.plugins import ResourceType
@@ -116,4 +116,4 @@ class ApiDeps:
                 data[name] = ResourceData(None, error=r.status_reason or "the resource failed")
             elif r.physical_id is not None:
                 data[name] = reference_data(r, self.types)
-        return definition, resolve_outputs(definition, data)
+        return definition, await output_values(self.templates, definition, data)

@@ -46,7 +46,7 @@ from services.engine.template import (
     TemplateLimits,
 )
 from services.engine.template.environment import FACADE_SECTION, is_template_reference
-from services.engine.template.expr import DictExpr
+from services.engine.template.expr import DictExpr, MemberAttributes
 from services.engine.template.intrinsics import measure
 from services.engine.template.limits import SETTINGS
 from shared.errors import InvalidInput
@@ -364,14 +364,15 @@ def group_attributes(members: Sequence[Member], removed: Sequence[str]) -> dict[
         "removed_rsrc_list": list(removed),
     }
     for m in ordered:
-        out[f"resource.{m.name}"] = dict(m.attributes)
+        out[f"resource.{m.name}"] = m.reference_id  # Heat's get_attr [group, resource.<n>]
     for key in keys:
         out.setdefault(key, [m.attributes.get(key) for m in ordered])
     return out
 
 
-class GroupAttributes(Mapping[str, Any]):
-    """A group's stored attributes, plus `resource.<n>.<name>` read through."""
+class GroupAttributes(MemberAttributes):
+    """A group's stored attributes, plus `resource.<n>.<name>` read through from
+    member n's attributes (its entry in `outputs`)."""
 
     def __init__(self, stored: Mapping[str, Any]) -> None:
         self._stored = stored
@@ -381,7 +382,8 @@ class GroupAttributes(Mapping[str, Any]):
             return self._stored[name]
         if name.startswith("resource."):
             index, _, attribute = name[len("resource.") :].partition(".")
-            member = self._stored.get(f"resource.{index}")
+            members = self._stored.get("outputs")
+            member = members.get(index) if isinstance(members, Mapping) else None
             if attribute and isinstance(member, Mapping) and attribute in member:
                 return member[attribute]
         raise KeyError(name)

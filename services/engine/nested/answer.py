@@ -26,9 +26,11 @@ from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
 from services.engine.nested.messages import CancelNested
+from services.engine.resolving import output_values
 from services.engine.snapshotting import snapshot_ended
 from services.engine.store.tx import Tx
-from services.engine.template import ResourceData, StackDefinition, resolve_outputs
+from services.engine.template import ResourceData, StackDefinition
+from services.engine.template_pool import INLINE, TemplateRunner
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
@@ -36,9 +38,16 @@ log = structlog.get_logger(__name__)
 
 
 class Answers:
-    def __init__(self, *, definitions: DefinitionCache, types: Mapping[str, type[ResourceType]]) -> None:
+    def __init__(
+        self,
+        *,
+        definitions: DefinitionCache,
+        types: Mapping[str, type[ResourceType]],
+        templates: TemplateRunner = INLINE,
+    ) -> None:
         self._definitions = definitions
         self._types = types
+        self._templates = templates
 
     async def stack_ended(
         self,
@@ -120,7 +129,7 @@ class Answers:
             owner_type,
             child_id=str(child.stack_id),
             child_name=child.name,
-            outputs=resolve_outputs(definition, data),
+            outputs=await output_values(self._templates, definition, data),
             members=members,
         )
 

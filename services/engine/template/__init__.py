@@ -17,8 +17,13 @@ Decisions where Heat leaves room:
   every name (`shared.plugins.base.AnyAttributes`);
 - values depending on other resources are not type-checked at load time
   (their presence still satisfies "required");
-- yaql, Fn::GetAZs and Fn::MemberListToMap are validation errors saying
-  they are not supported; resource_facade outside a child stack gives what a
+- yaql runs with the `yaql` library as Heat's does (`$.data`, Heat's
+  `[yaql]` limits as settings, `yaql_function`), folded at load when its data
+  is known; each yaql call and the result count against the evaluation
+  budget, and a value needing yaql at check time is resolved in the template
+  pool (`resolve.needs_worker`), where time is bounded;
+- Fn::GetAZs and Fn::MemberListToMap are validation errors saying they are
+  not supported; resource_facade outside a child stack gives what a
   resource without metadata or policies has;
 - custom_constraint (`custom_constraints`): a name with a validator (Converge's
   own, a plugin's from the `converge.constraints` entry points) checks the value
@@ -27,6 +32,8 @@ Decisions where Heat leaves room:
   validate warning and a stack event; an unknown name refuses the value at
   create and update, and the name at validate (Heat's validate ignores it);
   a stored goal read back is not checked again;
+- `get_attr: [group, resource.<n>]` is member n's reference id, as in Heat
+  (`expr.MemberAttributes`); with an attribute after it, that member's attribute;
 - a top-level property resolving to null counts as not set, as in Heat.
 """
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from services.engine.template import intrinsics as fn
 from services.engine.template import strings as text
+from services.engine.template import yaql_function
 from services.engine.template.conditions import NO_VALUE, Conditions, ParamScope
 from services.engine.template.errors import BudgetExceeded, ErrorList, FunctionArgError, join_path
 from services.engine.template.expr import (
@@ -57,6 +58,8 @@ class _Spec:
     min_len: int = 0
     max_len: int | None = None
     dynamic_args: bool = False  # the whole argument may come from a function
+    #: Checks what is known of the arguments before they are (e.g. yaql's expression).
+    precheck: Callable[[Any, Budget], None] | None = None
 
 
 _SPECS: dict[str, _Spec] = {
@@ -85,6 +88,7 @@ _SPECS: dict[str, _Spec] = {
     "contains": _Spec(fn.contains, "contains: [<value>, <list>]", list, 2, 2),
     "filter": _Spec(fn.filter_, "filter: [<values to remove>, <list>]", list, 2, 2),
     "make_url": _Spec(text.make_url, "make_url: {scheme: .., host: .., port: .., path: ..}", dict),
+    "yaql": _Spec(yaql_function.yaql_eval, yaql_function.USAGE, dict, precheck=yaql_function.check_known),
 }
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -369,9 +373,13 @@ class Compiler:
             if problem is not None:
                 self._errors.add(path, f"{name}: {problem}; usage: {spec.usage}")
                 return Invalid(path)
-            if isinstance(compiled, Expr):
-                return Call(name, spec.impl, compiled, version, path)
             try:
+                if spec.precheck is not None:
+                    spec.precheck(
+                        compiled.items if isinstance(compiled, DictExpr) else compiled, self._budget
+                    )
+                if isinstance(compiled, Expr):
+                    return Call(name, spec.impl, compiled, version, path)
                 return spec.impl(compiled, version, self._budget)
             except BudgetExceeded as exc:
                 raise exc.located(path, name) from None

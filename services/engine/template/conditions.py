@@ -4,7 +4,7 @@
 section and the parameter values; the compiler asks it for each resource's
 and output's `condition` and for the first argument of every `if`. Condition
 expressions may use only the version's condition functions (get_param,
-equals, not, and, or; contains from 2017-09-01; if from 2021-04-16); a
+equals, not, and, or; contains and yaql from 2017-09-01; if from 2021-04-16); a
 string names another condition.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.template import intrinsics
-from services.engine.template.errors import ErrorList, FunctionArgError, join_path
+from services.engine.template import intrinsics, yaql_function
+from services.engine.template.errors import BudgetExceeded, ErrorList, FunctionArgError, join_path
 from services.engine.template.limits import Budget
 from services.engine.template.versions import ALL_FUNCTIONS, UNSUPPORTED_FUNCTIONS, TemplateVersion
 
@@ -191,6 +191,11 @@ class Conditions:
             return intrinsics.equals(values, self._version, self._budget)
         if fn == "contains":
             return intrinsics.contains(values, self._version, self._budget)
+        if fn == "yaql":
+            try:
+                return yaql_function.yaql_eval(values, self._version, self._budget)
+            except BudgetExceeded as exc:
+                raise exc.located(path, fn) from None
         raise FunctionArgError(f"{fn} cannot be used in a condition")
 
 

@@ -110,6 +110,13 @@ def select_path(value: Any, keys: tuple[str | int, ...]) -> Any:
     return value
 
 
+class MemberAttributes(Mapping[str, Any]):
+    """The attributes of a resource made of members (a ResourceGroup's). As in Heat,
+    `resource.<n>` is member n's reference id, and `resource.<n>.<attribute>` (or
+    `resource.<n>` followed by the attribute in the get_attr path) member n's
+    attribute; a subclass answers the dotted names."""
+
+
 class GetAttr(Expr):
     __slots__ = ("attribute", "keys", "resource")
 
@@ -123,7 +130,16 @@ class GetAttr(Expr):
         attributes = _data_for(self.resource, data, self.path).attributes
         if self.attribute is None:
             return dict(attributes)
-        return select_path(attributes.get(self.attribute), self.keys)
+        keys = self.keys
+        if (
+            keys
+            and isinstance(keys[0], str)
+            and isinstance(attributes, MemberAttributes)
+            and self.attribute.count(".") == 1
+            and self.attribute.startswith("resource.")
+        ):  # [group, resource.<n>, <attribute>, ...]: member n's attribute, not its id
+            return select_path(attributes.get(f"{self.attribute}.{keys[0]}"), keys[1:])
+        return select_path(attributes.get(self.attribute), keys)
 
     def __repr__(self) -> str:
         parts = [self.resource] + ([self.attribute] if self.attribute else []) + list(map(str, self.keys))
@@ -214,6 +230,17 @@ class Invalid(Expr):
 
     def __repr__(self) -> str:
         return "<invalid>"
+
+
+def calls_any(value: Any, names: frozenset[str]) -> bool:
+    """Whether compiled `value` still holds a call of one of the functions `names`."""
+    if isinstance(value, Call):
+        return value.name in names or calls_any(value.args, names)
+    if isinstance(value, ListExpr):
+        return any(calls_any(item, names) for item in value.items)
+    if isinstance(value, DictExpr):
+        return any(calls_any(item, names) for item in value.items.values())
+    return False
 
 
 def copy_json(value: Any, budget: Budget) -> Any:

@@ -44,6 +44,13 @@ class TemplateLimits:
       produce the same way (repeat's product, list_concat, map_merge, filter,
       group members, ...). Default 200,000. With the bytes this keeps a request
       under 1 MiB to a few tens of MiB of memory; real templates need far less.
+    - `max_yaql_expression_length`: characters of one `yaql` expression.
+      Default 65,536 (Heat has no limit but the template's size); TripleO's
+      longest are a few thousand.
+    - `yaql_limit_iterators`, `yaql_memory_quota`: yaql's own limits, the most
+      items a collection may have and the most bytes one intermediate result may
+      take while an expression is evaluated. Defaults 200 and 10,000, Heat's
+      `[yaql] limit_iterators` and `memory_quota`.
     """
 
     max_template_bytes: int = 1024 * 1024
@@ -54,6 +61,9 @@ class TemplateLimits:
     max_nested_depth: int = 5
     max_evaluation_bytes: int = 16 * 1024 * 1024
     max_evaluation_items: int = 200_000
+    max_yaql_expression_length: int = 65_536
+    yaql_limit_iterators: int = 200
+    yaql_memory_quota: int = 10_000
 
 
 DEFAULT_LIMITS = TemplateLimits()
@@ -69,6 +79,9 @@ SETTINGS = {
     "max_yaml_aliases": "CONVERGE_MAX_YAML_ALIASES",
     "max_evaluation_bytes": "CONVERGE_MAX_EVALUATION_BYTES",
     "max_evaluation_items": "CONVERGE_MAX_EVALUATION_ITEMS",
+    "max_yaql_expression_length": "CONVERGE_MAX_YAQL_EXPRESSION_LENGTH",
+    "yaql_limit_iterators": "CONVERGE_YAQL_LIMIT_ITERATORS",
+    "yaql_memory_quota": "CONVERGE_YAQL_MEMORY_QUOTA",
 }
 
 #: Searching this many characters costs one byte of the evaluation budget.

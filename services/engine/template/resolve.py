@@ -10,7 +10,11 @@ for a missing or failed resource: the output carries an error instead, like
 Heat's `output_error`. Each call evaluates within one evaluation `Budget`
 (by default one of the limits the stack was loaded with), so what a check
 computes on the engine's event loop is bounded like a load: a function
-needing more fails the resource with `BudgetExceeded`.
+needing more fails the resource with `BudgetExceeded`. A value holding a
+function whose time the budget does not bound (`yaql`: one regular
+expression can run for ever) is resolved in the template pool instead:
+`needs_worker` says so, and `resolve_goal` / `resolve_output_values` are
+the jobs (they take only what they need, to pickle little).
 """
 
 from __future__ import annotations
@@ -19,12 +23,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.template.definition import StackDefinition
+from services.engine.template.definition import OutputDefinition, ResourceDefinition, StackDefinition
 from services.engine.template.errors import BudgetExceeded, ResolutionError
-from services.engine.template.expr import DataMap, copy_json, evaluate
-from services.engine.template.limits import Budget
+from services.engine.template.expr import DataMap, calls_any, copy_json, evaluate
+from services.engine.template.limits import Budget, TemplateLimits
 from services.engine.template.properties import schema_defaults
 from shared.plugins.base import Properties, UpdateRule, update_rule
+
+#: Functions whose evaluation the budget does not bound in time: run in a template worker.
+WORKER_FUNCTIONS = frozenset({"yaql"})
+
+
+def needs_worker(stack: StackDefinition, name: str | None = None) -> bool:
+    """Whether resolving resource `name` (its properties and metadata), or the
+    outputs when `name` is None, evaluates a function of `WORKER_FUNCTIONS`."""
+    if name is None:
+        return any(calls_any(o.value, WORKER_FUNCTIONS) for o in stack.outputs.values())
+    resource = stack.resources[name]
+    return calls_any(resource.properties, WORKER_FUNCTIONS) or calls_any(resource.metadata, WORKER_FUNCTIONS)
+
+
+def resolve_goal(
+    resource: ResourceDefinition, data: DataMap, limits: TemplateLimits
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The resolved properties and metadata of one resource (a template-pool job)."""
+    return _properties(resource, data, Budget(limits)), _metadata(resource, data, Budget(limits))
 
 
 def resolve_properties(
@@ -38,8 +61,11 @@ def resolve_properties(
     bigger than the budget.
     """
     budget = budget if budget is not None else Budget(stack.limits)
-    definition = stack.resources[name]
-    path = f"resources.{name}.properties"
+    return _properties(stack.resources[name], data, budget)
+
+
+def _properties(definition: ResourceDefinition, data: DataMap, budget: Budget) -> dict[str, Any]:
+    path = f"resources.{definition.name}.properties"
     value = evaluate(definition.properties, data, budget)
     if value is None:
         return {}
@@ -56,8 +82,12 @@ def resolve_metadata(
 ) -> dict[str, Any]:
     """Resolved metadata of `name` (an empty map when there is none)."""
     budget = budget if budget is not None else Budget(stack.limits)
-    path = f"resources.{name}.metadata"
-    value = evaluate(stack.resources[name].metadata, data, budget)
+    return _metadata(stack.resources[name], data, budget)
+
+
+def _metadata(definition: ResourceDefinition, data: DataMap, budget: Budget) -> dict[str, Any]:
+    path = f"resources.{definition.name}.metadata"
+    value = evaluate(definition.metadata, data, budget)
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -83,8 +113,21 @@ def resolve_outputs(
     """Every output, resolved from `data` (resources that have completed so far),
     all within one budget."""
     budget = budget if budget is not None else Budget(stack.limits)
+    return _outputs(stack.outputs, data, budget)
+
+
+def resolve_output_values(
+    outputs: Mapping[str, OutputDefinition], data: DataMap, limits: TemplateLimits
+) -> dict[str, OutputValue]:
+    """`resolve_outputs` of these outputs (a template-pool job)."""
+    return _outputs(outputs, data, Budget(limits))
+
+
+def _outputs(
+    outputs: Mapping[str, OutputDefinition], data: DataMap, budget: Budget
+) -> dict[str, OutputValue]:
     out: dict[str, OutputValue] = {}
-    for name, output in stack.outputs.items():
+    for name, output in outputs.items():
         if not output.enabled:
             out[name] = OutputValue(None, output.description)
             continue

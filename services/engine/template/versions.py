@@ -35,7 +35,6 @@ from dataclasses import dataclass
 #: Functions this implementation cannot evaluate. Using one is a validation
 #: error saying so (never a silent pass-through).
 UNSUPPORTED_FUNCTIONS: dict[str, str] = {
-    "yaql": "yaql expressions are not supported by Converge",
     "Fn::GetAZs": "Fn::GetAZs is not supported (Converge has no availability zones)",
     "Fn::MemberListToMap": "Fn::MemberListToMap is not supported",
 }

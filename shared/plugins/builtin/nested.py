@@ -133,7 +133,7 @@ class ResourceGroup(EngineRun):
             "attributes": "attributes.<name>: member name -> that member's attribute <name>.",
             "outputs": "Member name -> that member's attributes (a template resource's outputs).",
             "removed_rsrc_list": "Names removed by removal_policies (never used again).",
-            "resource.<n>": "Member <n>'s attributes; resource.<n>.<name> is one of them.",
+            "resource.<n>": "Member <n>'s reference id; resource.<n>.<name> is one of its attributes.",
         },
         "The list of that attribute of every member, in index order.",
     )

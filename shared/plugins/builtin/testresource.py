@@ -13,8 +13,9 @@ Where it sits: run by the worker (create/update/delete) and the observer
   action returns IN_PROGRESS and `observe` reports READY (delete: GONE; with
   `fail`: FAILED) once the time has passed. The instant is carried in the
   physical id (`base~action~ready_at~ok|fail`) because `observe` may run in
-  another process and receives only the physical id; the id returns to its
-  base form when the next action finishes at once;
+  another process and receives only the physical id; once the action is over
+  `observe` gives the base id back (`Observation.physical_id`), so the id an
+  in-place update ends with is the one it started with, as in Heat;
 - `attr_wait_secs`: `observe` waits this long before reporting attributes,
   giving up at once if the action is cancelled;
 - `constraint_prop_secs`, `client_name`, `entity_name` are accepted for
@@ -150,4 +151,5 @@ class TestResource(ResourceType):
         if pending is not None and pending.fail:
             return Observation(ObservedState.FAILED, reason=f"Test Resource failed {ctx.resource_name}")
         await pause(ctx, mine.attr_wait_secs)
-        return Observation(ObservedState.READY, attributes={"output": mine.value})
+        base = None if pending is None else split_pending(physical_id)[0]
+        return Observation(ObservedState.READY, attributes={"output": mine.value}, physical_id=base)

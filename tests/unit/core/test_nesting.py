@@ -25,7 +25,8 @@ from services.engine.core.nesting import (
     is_nested,
     with_digest,
 )
-from services.engine.template import Budget, OutputValue
+from services.engine.template import Budget, OutputValue, ResourceData
+from services.engine.template.expr import GetAttr
 from services.worker.runner import run_job
 from shared.plugins.builtin.nested import GroupProperties, StackProperties
 from shared.plugins.registry import load_types
@@ -102,10 +103,29 @@ def test_group_attributes_list_refs_attributes_and_each_member() -> None:
     assert attrs["outputs"]["10"] == {"ip": "b"}
     assert attrs["removed_rsrc_list"] == ["1"]
     read = GroupAttributes(attrs)
-    assert read["resource.2"] == {"ip": "a", "only": 1}
+    assert read["resource.2"] == "r2", "member 2's reference id, as Heat's get_attr [group, resource.2]"
     assert read["resource.10.ip"] == "b"
     assert read.get("resource.3.ip") is None
     assert read.get("resource.2.missing") is None
+
+
+def test_get_attr_of_a_group_member_gives_its_reference_id_or_its_attribute_as_heat() -> None:
+    members = [Member("0", "r0", {"ip": "a", "net": {"cidr": "10.0.0.0/24"}}), Member("1", "r1", {"ip": "b"})]
+    attrs = child_attributes(
+        "OS::Heat::ResourceGroup", child_id="c", child_name="n", outputs={}, members=members
+    )
+    data = {"group": ResourceData("gid", GroupAttributes(attrs))}
+
+    def get_attr(attribute: str, *keys: str) -> Any:
+        return GetAttr("group", attribute, keys, "outputs.o.value").resolve(data, Budget())
+
+    assert get_attr("resource.1") == "r1"
+    assert get_attr("resource.1", "ip") == "b"
+    assert get_attr("resource.1.ip") == "b"
+    assert get_attr("resource.0", "net", "cidr") == get_attr("resource.0.net", "cidr") == "10.0.0.0/24"
+    assert get_attr("resource.0", "missing") is None
+    assert get_attr("resource.5") is None
+    assert get_attr("refs") == ["r0", "r1"]
 
 
 def test_a_stack_resource_exposes_outputs_by_name_as_a_map_and_as_a_list() -> None:

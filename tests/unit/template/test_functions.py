@@ -304,10 +304,10 @@ LOAD_ERRORS: list[tuple[str, str, Any, str]] = [
         "not allowed in a condition",
     ),
     (
-        "yaql not supported",
+        "yaql bad expression",
         LATEST,
-        {"yaql": {"expression": "$.data", "data": {}}},
-        "yaql expressions are not supported",
+        {"yaql": {"expression": "invalid(", "data": {}}},
+        "yaql: Bad expression Parse error: unexpected end of statement",
     ),
     ("equals outside conditions", LATEST, {"equals": [1, 1]}, "is a condition function"),
     (
