@@ -33,6 +33,7 @@ from services.engine.core.decide import Cleanup, Forward
 from services.engine.core.drift import find_drift, heal_marks
 from services.engine.core.gates import (
     OBSERVE,
+    PAUSE,
     GateState,
     Step,
     cleanup_gates,
@@ -107,8 +108,10 @@ class Gates:
             hooks=environment.hooks_for(row.name),
             converge=converge,
             observable=row.type in self._types and not is_nested(row.type),
+            pause=environment.pause_before(row.name) > 0,
         )
-        return await self._through(tx, stack, traversal, node, row, gates, fx)
+        pause = environment.pause_before(row.name)
+        return await self._through(tx, stack, traversal, node, row, gates, fx, pause=pause)
 
     async def before_cleanup(
         self,
@@ -138,6 +141,8 @@ class Gates:
         row: ResourceRow,
         gates: tuple[str, ...],
         fx: Effects,
+        *,
+        pause: float = 0.0,
     ) -> bool:
         if not gates:
             return True
@@ -151,13 +156,17 @@ class Gates:
                 fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
             log.debug("gate_still_waiting", resource=row.name, gate=gate)
             return False
-        changes = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        changes: dict[str, Any] = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        if gate == PAUSE:
+            changes["gate_until"] = time.time() + pause
         if not await tx.update_resource(row, gate_passed=state.passed, **changes):
             raise ConflictError(f"resource {row.resource_id} changed while reaching a gate; will retry")
         if is_hook(gate):
             reason = paused_reason(gate)
             fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
             log.info("hook_reached", resource=row.name, hook=gate)
+        elif gate == PAUSE:
+            log.info("batch_pause", resource=row.name, seconds=pause)
         else:
             fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
             log.info("observing_before_deciding", resource=row.name)
@@ -195,6 +204,17 @@ class Gates:
         fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
         fx.check(stack.stack_id, state.traversal, state.node, row.resource_id)
         log.info("hook_cleared", stack_id=str(stack.stack_id), resource=row.name, hook=hook)
+
+    async def end_pauses(self, *, now: float) -> int:
+        """Pass the batch pauses that are due (`now`) and send their nodes' checks again."""
+        fx = Effects()
+        async with self._store.transaction() as tx:
+            due = await tx.end_pauses(now)
+            for stack_id, traversal, node, resource_id in due:
+                fx.check(stack_id, traversal, node, resource_id)
+            ids = await fx.commit(tx)
+        await self._outbox.publish(ids, fx.messages)
+        return len(due)
 
     async def observed(self, report: ResourceObserved) -> None:
         """An observer's answer to a gate's look: mark on the row what it found changed

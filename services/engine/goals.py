@@ -249,6 +249,7 @@ def load_child_goal(
     limits: TemplateLimits,
     resource_name: str | None = None,
     facade: Mapping[str, Any] | None = None,
+    creating: bool = False,
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
     `resource_name` and `facade`: see `core.nesting.child_goal`.
@@ -266,6 +267,7 @@ def load_child_goal(
         budget=budget,
         resource_name=resource_name,
         facade=facade,
+        creating=creating,
     )
     try:
         template = load_document(goal.template, limits=limits, what="template", budget=budget)

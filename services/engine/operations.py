@@ -71,6 +71,14 @@ class StackNotFound(NotFound):
     """No such stack (or not visible to this project)."""
 
 
+class ImmutableParameterModified(InvalidInput):
+    """An update gives an `immutable: true` parameter another value (400, as Heat)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__("The following parameters are immutable and may not be updated: " + ", ".join(names))
+        self.names = tuple(names)
+
+
 class Operations:
     def __init__(
         self,
@@ -198,6 +206,7 @@ class Operations:
         loaded = await self.load(goal, stack)
         definition = loaded.definition
         async with self._store.transaction() as tx:
+            await self._refuse_immutable_changes(tx, stack, definition)
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
             await check_external_ids(tx, stack, definition, current_ids)
         current = {r.name: r for r in rows if r.replaced_by is None}
@@ -365,6 +374,8 @@ class Operations:
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
+            if action is Action.UPDATE:
+                await self._refuse_immutable_changes(tx, locked, definition)
             await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
@@ -374,6 +385,16 @@ class Operations:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
+
+    async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, definition: StackDefinition) -> None:
+        """Heat's `immutable_params_modified`: a parameter both templates declare, immutable
+        in the new one, whose value would change refuses the update before anything changes."""
+        if stack.current_template_id is None:
+            return
+        current = await self._definitions.get(tx, stack, stack.current_template_id)
+        changed = definition.immutable_violations(current)
+        if changed:
+            raise ImmutableParameterModified(changed)
 
     async def _settle_settings(
         self, tx: Tx, stack: StackRow, settings: UpdateSettings, *, patch: bool

@@ -274,6 +274,7 @@ class Children:
             limits=self._limits,
             resource_name=row.name,
             facade=facade,
+            creating=child is None,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition

@@ -119,6 +119,25 @@ class GroupProperties(Properties):
     )
 
 
+class BatchCreate(_Nested):
+    max_batch_size: int = prop(1, ge=1, description="The most members created at once.")
+    pause_time: float = prop(0, ge=0, description="Seconds to wait between batches.")
+
+
+class RollingUpdate(_Nested):
+    min_in_service: int = prop(0, ge=0, description="The fewest members left alone while a batch is updated.")
+    max_batch_size: int = prop(1, ge=1, description="The most members updated at once.")
+    pause_time: float = prop(0, ge=0, description="Seconds to wait between batches.")
+
+
+class GroupUpdatePolicy(_Nested):
+    """A ResourceGroup's `update_policy` (Heat's schema): how its members are created
+    (`batch_create`) and updated (`rolling_update`) in batches."""
+
+    batch_create: BatchCreate | None = prop(None, description="Create members in batches.")
+    rolling_update: RollingUpdate | None = prop(None, description="Update members in batches.")
+
+
 class ResourceGroup(EngineRun):
     type_name = "OS::Heat::ResourceGroup"
     description = (
