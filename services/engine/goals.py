@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from services.engine.core.nested_checks import nested_errors
 from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
 from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
@@ -32,7 +33,7 @@ from services.engine.template import (
     load_stack,
     validate_response,
 )
-from services.engine.template.errors import ErrorList
+from services.engine.template.errors import ErrorList, TemplateError
 from services.engine.template.loader import DocumentError, load_document
 from services.engine.template.stack import TypeTable, build_stack
 from services.engine.template.template import template_of_document
@@ -208,15 +209,23 @@ def validate_goal(
     template = _template(goal, limits, errors)
     errors.raise_if_any()
     assert template is not None
+    environment, files = dict(goal.environment), dict(goal.files)
+
+    def children(definition: StackDefinition) -> list[TemplateError]:
+        return nested_errors(
+            definition, environment=environment, files=files, types=types, limits=limits, budget=budget
+        )
+
     return validate_response(
         template,
-        environment=dict(goal.environment),
+        environment=environment,
         parameters=dict(goal.parameters),
-        files=dict(goal.files),
+        files=files,
         types=types,
         limits=limits,
         project_id=project_id,
         budget=budget,
+        children=children,
     )
 
 

@@ -370,6 +370,16 @@ def _policy_errors(name: str, update_policy: Mapping[str, Any]) -> list[Template
     return []
 
 
+def member_snippet(definition: Mapping[str, Any], index_var: str, name: str) -> dict[str, Any] | None:
+    """Member `name`'s resource snippet from a group's `resource_def` as given (None:
+    not a valid definition)."""
+    try:
+        parsed = ResourceDefinition.model_validate(dict(definition))
+    except ValidationError:
+        return None
+    return _member(parsed, index_var, name)
+
+
 def _member(definition: ResourceDefinition, variable: str, name: str) -> dict[str, Any]:
     snippet: dict[str, Any] = {"type": definition.type}
     if definition.properties is not None:

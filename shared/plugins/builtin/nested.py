@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic_core import PydanticCustomError
 
 from shared.errors import PermanentError
 from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, prop
@@ -67,6 +68,25 @@ class StackProperties(Properties):
     timeout: int | None = prop(
         None, ge=1, description="Minutes each operation of the nested stack may take (unset: no limit)."
     )
+    context: dict[str, Any] | None = prop(
+        None,
+        description="Heat's remote-stack context (region_name, credential_secret_id, ca_cert, "
+        "insecure): refused unless empty; a nested stack runs in its parent's region and project.",
+    )
+
+    @field_validator("context")
+    @classmethod
+    def _local_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        given = sorted(k for k, v in (value or {}).items() if v not in (None, "", False))
+        if given:
+            raise PydanticCustomError(
+                "remote_stack",
+                "{keys}: a stack in another region or cloud is not supported by Converge; "
+                "OS::Heat::Stack runs as a nested stack in its parent's region and project "
+                "(remove context to run it here)",
+                {"keys": ", ".join(given)},
+            )
+        return value
 
 
 class NestedStack(EngineRun):
