@@ -13,11 +13,16 @@ Each error names the path into the child: a template resource's as Heat does,
 `resources.web<web.yaml>.resources.x...`; an inline template's under the
 property, `resources.st.properties.template.resources.x...`; a group member's
 under its definition, `resources.group.properties.resource_def.properties.x`.
-The whole walk is charged to the request's evaluation budget.
+The whole walk is charged to the request's evaluation budget: each child
+costs its template's size and resource count besides what building it
+costs, and a child met again with the same template, known parameters and
+environment (a fan-out of one file) is checked once; at most `MAX_ERRORS` are
+reported from one stack's children.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +41,10 @@ from services.engine.template.properties import property_items
 from services.engine.template.stack import TypeTable, build_stack
 from services.engine.template.template import Template, read_template
 
+#: The most errors reported from one stack's children (a fan-out of one bad file would
+#: otherwise report it once per path to it).
+MAX_ERRORS = 20
+
 
 def nested_errors(
     definition: StackDefinition,
@@ -49,15 +58,56 @@ def nested_errors(
 ) -> list[TemplateError]:
     """Errors of the children of `definition`'s nested resources (and theirs), each
     with its path from the parent. `environment` is `definition`'s, as given."""
-    if depth > limits.max_nested_depth:
-        return []
-    out: list[TemplateError] = []
-    for name, resource in definition.resources.items():
-        child = _child(name, resource.type, resource.properties, files, limits)
-        if child is None:
-            continue
-        template, parameters, rewrite = child
-        env = child_environment(environment, name)
+    return _Walk(files, types, limits, budget).errors(definition, environment, depth)
+
+
+class _Walk:
+    """One validation's walk: what it shares across the tree (and the children seen)."""
+
+    def __init__(
+        self, files: Mapping[str, str], types: TypeTable, limits: TemplateLimits, budget: Budget
+    ) -> None:
+        self.files, self.types, self.limits, self.budget = files, types, limits, budget
+        self._seen: dict[str, list[TemplateError]] = {}
+
+    def errors(
+        self, definition: StackDefinition, environment: Mapping[str, Any], depth: int
+    ) -> list[TemplateError]:
+        if depth > self.limits.max_nested_depth:
+            return []
+        out: list[TemplateError] = []
+        for name, resource in definition.resources.items():
+            child = _child(name, resource.type, resource.properties, self.files, self.limits)
+            if child is None:
+                continue
+            template, parameters, rewrite = child
+            env = child_environment(environment, name)
+            key = json.dumps(
+                [_identity(template, resource.type), parameters, env, depth], sort_keys=True, default=str
+            )
+            found = self._seen.get(key)
+            if found is None:
+                found = self._seen[key] = self._check(definition, name, template, parameters, env, depth)
+            out.extend(TemplateError(rewrite(e.path), e.message) for e in found[: MAX_ERRORS - len(out)])
+            if len(out) >= MAX_ERRORS:
+                break
+        return out
+
+    def _check(
+        self,
+        definition: StackDefinition,
+        name: str,
+        template: Template | Mapping[str, Any] | str,
+        parameters: dict[str, Any],
+        env: dict[str, Any],
+        depth: int,
+    ) -> list[TemplateError]:
+        if isinstance(template, Template):  # a file: its text was paid for when it was read
+            self.budget.charge(items=1 + len(template.resources))
+        else:
+            size = len(template) if isinstance(template, str) else len(json.dumps(template, default=str))
+            self.budget.charge(items=1, chars=size)
+        files, types, limits, budget = self.files, self.types, self.limits, self.budget
         errors = ErrorList()
         identity = StackIdentity(
             f"{definition.identity.stack_name}-{name}", "None", definition.identity.project_id
@@ -77,17 +127,13 @@ def nested_errors(
         )
         found = list(errors.errors)
         if built is not None and not found:
-            found = nested_errors(
-                built,
-                environment=env,
-                files=files,
-                types=types,
-                limits=limits,
-                budget=budget,
-                depth=depth + 1,
-            )
-        out.extend(TemplateError(rewrite(e.path), e.message) for e in found)
-    return out
+            found = self.errors(built, env, depth + 1)
+        return found
+
+
+def _identity(template: Template | Mapping[str, Any] | str, type_name: str) -> Any:
+    """What names a child's template in the cache: its file, or its text or document."""
+    return type_name if isinstance(template, Template) else template
 
 
 _Child = tuple[Template | Mapping[str, Any] | str, dict[str, Any], Any]
