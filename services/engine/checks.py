@@ -22,6 +22,10 @@ resource fails with the reason and the stack named is not touched. A row
 adopted through `external_id` is remembered as external: when it leaves its
 stack it is let go of (the row forgotten, a child stack released), never
 deleted.
+
+Restricted actions: a forward node whose decision is an update or a
+replacement the environment's `restricted_actions` forbid fails the stack
+(Heat's `ResourceActionRestricted`) without touching the row.
 """
 
 from __future__ import annotations

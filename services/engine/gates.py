@@ -1,5 +1,6 @@
-"""Gates in the check path (async shell): hooks that pause a node, and the observation
-an update with `converge: true` makes before it decides.
+"""Gates in the check path (async shell): hooks that pause a node, the observation
+an update with `converge: true` makes before it decides, and the pause a group member
+of a later batch waits (`update_policy`'s `pause_time`).
 
 Where it sits: a node's check (`services.engine.checks`) has decided what to do
 with its resource; before acting it calls `before_forward` (or
@@ -11,7 +12,9 @@ opens the gate sends the node's check again: `clear_hook` (a signal with
 `unset_hook`, through `services.engine.signals`) or `observed` (the observer's
 answer, from `EngineService`), which first marks on the row what changed out
 of band (`core.drift`), so the decision the check makes again compares the
-goal with reality. Which gates apply and whether a node has passed them is
+goal with reality, or `end_pauses` (the engine's timer, once a pause's
+`gate_until` has come; any engine's, so a pause outlives the engine that
+began it). Which gates apply and whether a node has passed them is
 decided purely (`core.gates`).
 
 A check that reaches a gate its node already waits at (recovery sending the
@@ -100,6 +103,7 @@ class Gates:
     ) -> bool:
         """Whether the forward node may act on `decision` now (False: it waits at a gate)."""
         converge = row.exists and stack.action is Action.UPDATE and await self._converges(tx, traversal)
+        pause = environment.pause_before(row.name)
         gates = forward_gates(
             stack_action=stack.action,
             decision=decision,
@@ -108,9 +112,8 @@ class Gates:
             hooks=environment.hooks_for(row.name),
             converge=converge,
             observable=row.type in self._types and not is_nested(row.type),
-            pause=environment.pause_before(row.name) > 0,
+            pause=pause > 0,
         )
-        pause = environment.pause_before(row.name)
         return await self._through(tx, stack, traversal, node, row, gates, fx, pause=pause)
 
     async def before_cleanup(

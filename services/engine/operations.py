@@ -6,7 +6,9 @@ on the event loop), then in one transaction stores it, gives the stack a fresh t
 preempts any operation still running), creates rows for new resources,
 stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
-update to an empty template.
+update to an empty template. An update (or its preview) that changes the value
+of a parameter its template marks `immutable` is refused before anything
+changes (`ImmutableParameterModified`, Heat's 400).
 
 Tenant boundaries (`nested.claims`) are checked in that transaction before
 anything is written: stack ids named for nested resources, the project's

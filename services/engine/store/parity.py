@@ -7,7 +7,8 @@ a traversal converges (observes before deciding); `services.engine.checks`
 writes a row's resolved metadata with its other changes, and
 `services.engine.nested.children` reads it back for a child's
 `resource_facade`; `services.engine.operations` reads and writes the tags,
-timeout and rollback setting an update may change. These columns are read
+timeout and rollback setting an update may change; the engine's timer passes
+the batch pauses that are due (`end_pauses`). These columns are read
 only here, so a check that uses no gate costs no extra statement.
 """
 
