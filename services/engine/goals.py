@@ -21,7 +21,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.engine.core.nested_checks import nested_errors
-from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
+from services.engine.core.nesting import (
+    ChildGoal,
+    NestedInvalid,
+    check_group_sizes,
+    child_goal,
+    group_policy_errors,
+)
 from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
@@ -212,6 +218,9 @@ def validate_goal(
     environment, files = dict(goal.environment), dict(goal.files)
 
     def children(definition: StackDefinition) -> list[TemplateError]:
+        policies = group_policy_errors(definition)
+        if policies:
+            return policies
         return nested_errors(
             definition, environment=environment, files=files, types=types, limits=limits, budget=budget
         )

@@ -356,6 +356,16 @@ def check_group_sizes(definition: StackDefinition) -> None:
         raise TemplateInvalid(errors)
 
 
+def group_policy_errors(definition: StackDefinition) -> list[TemplateError]:
+    """The errors of every group's `update_policy` (as `check_group_sizes` reports them)."""
+    return [
+        error
+        for name, resource in definition.resources.items()
+        if resource.type == GROUP_TYPE
+        for error in _policy_errors(name, resource.update_policy)
+    ]
+
+
 def _policy_errors(name: str, update_policy: Mapping[str, Any]) -> list[TemplateError]:
     """A group's `update_policy` checked against Heat's schema (`batch_create`,
     `rolling_update`), each error naming its path."""

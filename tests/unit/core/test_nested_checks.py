@@ -81,3 +81,12 @@ def test_a_fan_out_of_one_bad_file_is_checked_once_and_reports_a_bounded_number_
     found = errors(top, files)
     assert 0 < len(found) <= 20
     assert found[0].startswith("resources.t0<l0.yaml>.resources.r0<l1.yaml>.resources.r0<l2.yaml>")
+
+
+def test_validate_checks_a_groups_update_policy() -> None:
+    group = {
+        "type": "OS::Heat::ResourceGroup",
+        "update_policy": {"batch_create": {"max_batch_size": 0}},
+        "properties": {"count": 2, "resource_def": {"type": "OS::Heat::None"}},
+    }
+    assert errors(hot(g=group))[0].startswith("resources.g.update_policy.batch_create.max_batch_size")

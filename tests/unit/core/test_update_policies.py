@@ -9,7 +9,7 @@ import pytest
 from services.engine.core.decide import Forward, restricted_action, restricted_failure
 from services.engine.core.gates import PAUSE, forward_gates
 from services.engine.core.model import Action
-from services.engine.core.nesting import NestedInvalid, batches, child_goal
+from services.engine.core.nesting import NestedInvalid, batches, child_environment, child_goal
 from services.engine.template import parse_environment
 from services.engine.template.environment import BATCH_PAUSE_SECTION
 from services.engine.template.errors import TemplateInvalid
@@ -114,3 +114,10 @@ def test_a_member_of_a_later_batch_pauses_first_only_when_it_has_something_to_do
 
     assert gates(Forward.UPDATE) == (PAUSE, "pre-update")
     assert gates(Forward.NOTHING) == ("pre-update",)
+
+
+def test_restricted_actions_in_a_nested_section_reach_the_child_stacks_resources() -> None:
+    section = {"resources": {"app*": {"db": {"restricted_actions": ["replace"]}}}}
+    child = parse_environment(child_environment({"resource_registry": section}, "app1"))
+    assert child.restricted_actions_for("db") == {"replace"}
+    assert child.restricted_actions_for("web") == frozenset()
