@@ -96,6 +96,8 @@ async def test_a_restricted_update_fails_the_stack_update_and_leaves_the_resourc
     assert real.properties["value"] == "v"
     shown = await heat.run(heat.hc.resources.get, stack_id, "db1")
     assert shown.resource_status == "CREATE_COMPLETE"
+    listed = await heat.cli.json("stack", "show", "restricted")
+    assert listed["stack_status_reason"] == stack.stack_status_reason
 
     # The same template again changes nothing of db1, so the update completes.
     await heat.run(
