@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+import yaml
 
 from services.engine.core.model import StackId
 from tests.support.convergence import Converge, converge
@@ -192,6 +193,30 @@ async def test_an_immutable_parameter_change_is_refused_with_heats_error_and_cha
     assert [r.properties["value"] for r in heat.cv.world.live.values()] == ["a-s"]
 
     await heat.run(heat.hc.stacks.update, stack_id, existing=True, parameters={"size": "m"})
+    assert (await heat.settled(stack_id)).stack_status == "UPDATE_COMPLETE"
+    assert [r.properties["value"] for r in heat.cv.world.live.values()] == ["a-m"]
+
+
+async def test_an_immutable_parameter_of_a_nested_stack_fails_the_update_of_its_resource(heat: Heat) -> None:
+    """Heat updates a template resource's child through its update call, which refuses
+    the change: the resource and the stack update fail saying so, the child is unchanged."""
+    files = {"child.yaml": yaml.safe_dump(IMMUTABLE)}
+    template = {
+        "heat_template_version": "2016-10-14",
+        "resources": {"inner": {"type": "child.yaml", "properties": {"zone": "a"}}},
+    }
+    stack_id = await heat.create("nested-immutable", template, files=files)
+    assert (await heat.settled(stack_id)).stack_status == "CREATE_COMPLETE"
+
+    template["resources"]["inner"]["properties"] = {"zone": "b", "size": "m"}
+    await heat.run(heat.hc.stacks.update, stack_id, template=template, files=files)
+    stack = await heat.settled(stack_id)
+    assert stack.stack_status == "UPDATE_FAILED"
+    assert "The following parameters are immutable and may not be updated: zone" in stack.stack_status_reason
+    assert [r.properties["value"] for r in heat.cv.world.live.values()] == ["a-s"]
+
+    template["resources"]["inner"]["properties"] = {"zone": "a", "size": "m"}
+    await heat.run(heat.hc.stacks.update, stack_id, template=template, files=files)
     assert (await heat.settled(stack_id)).stack_status == "UPDATE_COMPLETE"
     assert [r.properties["value"] for r in heat.cv.world.live.values()] == ["a-m"]
 
