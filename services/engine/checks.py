@@ -25,6 +25,10 @@ resource fails with the reason and the stack named is not touched. A row
 adopted through `external_id` is remembered as external: when it leaves its
 stack it is let go of (the row forgotten, a child stack released), never
 deleted.
+
+Restricted actions: a forward node whose decision is an update or a
+replacement the environment's `restricted_actions` forbid fails the stack
+(Heat's `ResourceActionRestricted`) without touching the row.
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ from services.engine.core.decide import (
     decide_forward,
     failure_reason,
     properties_after_failure,
+    restricted_action,
+    restricted_failure,
+    restricted_reason,
 )
 from services.engine.core.drift import missing_marks
 from services.engine.core.model import (
@@ -277,6 +284,21 @@ class Convergence:
         gates = (tx, stack, traversal, node, row, goal, decision.kind, definition.environment, fx)
         if not await self.gates.before_forward(*gates):
             return  # paused at a hook, or observing first: what opens the gate checks again
+        restricted = restricted_action(decision.kind, definition.environment.restricted_actions_for(row.name))
+        if restricted is not None:
+            # Heat: the resource keeps its state; its event and the stack say why.
+            log.info("action_restricted", resource=row.name, action=restricted)
+            fx.event(
+                stack.stack_id,
+                row.name,
+                row.physical_id,
+                row.type,
+                "UPDATE",
+                "FAILED",
+                restricted_reason(restricted),
+            )
+            await self._fail_stack(tx, stack, traversal, restricted_failure(row.name, restricted), fx)
+            return
         adopt = {
             "template_id": stack.current_template_id,
             "deletion_policy": goal.deletion_policy.value,

@@ -1,5 +1,6 @@
-"""Gates in the check path (async shell): hooks that pause a node, and the observation
-an update with `converge: true` makes before it decides.
+"""Gates in the check path (async shell): hooks that pause a node, the observation
+an update with `converge: true` makes before it decides, and the pause a group member
+of a later batch waits (`update_policy`'s `pause_time`).
 
 Where it sits: a node's check (`services.engine.checks`) has decided what to do
 with its resource; before acting it calls `before_forward` (or
@@ -11,7 +12,9 @@ opens the gate sends the node's check again: `clear_hook` (a signal with
 `unset_hook`, through `services.engine.signals`) or `observed` (the observer's
 answer, from `EngineService`), which first marks on the row what changed out
 of band (`core.drift`), so the decision the check makes again compares the
-goal with reality. Which gates apply and whether a node has passed them is
+goal with reality, or `end_pauses` (the engine's timer, once a pause's
+`gate_until` has come; any engine's, so a pause outlives the engine that
+began it). Which gates apply and whether a node has passed them is
 decided purely (`core.gates`).
 
 A check that reaches a gate its node already waits at (recovery sending the
@@ -33,6 +36,7 @@ from services.engine.core.decide import Cleanup, Forward
 from services.engine.core.drift import find_drift, heal_marks
 from services.engine.core.gates import (
     OBSERVE,
+    PAUSE,
     GateState,
     Step,
     cleanup_gates,
@@ -99,6 +103,7 @@ class Gates:
     ) -> bool:
         """Whether the forward node may act on `decision` now (False: it waits at a gate)."""
         converge = row.exists and stack.action is Action.UPDATE and await self._converges(tx, traversal)
+        pause = environment.pause_before(row.name)
         gates = forward_gates(
             stack_action=stack.action,
             decision=decision,
@@ -107,8 +112,9 @@ class Gates:
             hooks=environment.hooks_for(row.name),
             converge=converge,
             observable=row.type in self._types and not is_nested(row.type),
+            pause=pause > 0,
         )
-        return await self._through(tx, stack, traversal, node, row, gates, fx)
+        return await self._through(tx, stack, traversal, node, row, gates, fx, pause=pause)
 
     async def before_cleanup(
         self,
@@ -138,6 +144,8 @@ class Gates:
         row: ResourceRow,
         gates: tuple[str, ...],
         fx: Effects,
+        *,
+        pause: float = 0.0,
     ) -> bool:
         if not gates:
             return True
@@ -151,13 +159,17 @@ class Gates:
                 fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
             log.debug("gate_still_waiting", resource=row.name, gate=gate)
             return False
-        changes = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        changes: dict[str, Any] = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        if gate == PAUSE:
+            changes["gate_until"] = time.time() + pause
         if not await tx.update_resource(row, gate_passed=state.passed, **changes):
             raise ConflictError(f"resource {row.resource_id} changed while reaching a gate; will retry")
         if is_hook(gate):
             reason = paused_reason(gate)
             fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
             log.info("hook_reached", resource=row.name, hook=gate)
+        elif gate == PAUSE:
+            log.info("batch_pause", resource=row.name, seconds=pause)
         else:
             fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
             log.info("observing_before_deciding", resource=row.name)
@@ -195,6 +207,17 @@ class Gates:
         fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
         fx.check(stack.stack_id, state.traversal, state.node, row.resource_id)
         log.info("hook_cleared", stack_id=str(stack.stack_id), resource=row.name, hook=hook)
+
+    async def end_pauses(self, *, now: float) -> int:
+        """Pass the batch pauses that are due (`now`) and send their nodes' checks again."""
+        fx = Effects()
+        async with self._store.transaction() as tx:
+            due = await tx.end_pauses(now)
+            for stack_id, traversal, node, resource_id in due:
+                fx.check(stack_id, traversal, node, resource_id)
+            ids = await fx.commit(tx)
+        await self._outbox.publish(ids, fx.messages)
+        return len(due)
 
     async def observed(self, report: ResourceObserved) -> None:
         """An observer's answer to a gate's look: mark on the row what it found changed

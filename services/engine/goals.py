@@ -20,7 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.engine.core.nesting import ChildGoal, NestedInvalid, check_group_sizes, child_goal
+from services.engine.core.nested_checks import nested_errors
+from services.engine.core.nesting import (
+    ChildGoal,
+    NestedInvalid,
+    check_group_sizes,
+    child_goal,
+    group_policy_errors,
+)
 from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
@@ -33,7 +40,7 @@ from services.engine.template import (
     validate_response,
 )
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
-from services.engine.template.errors import ErrorList
+from services.engine.template.errors import ErrorList, TemplateError
 from services.engine.template.loader import DocumentError, load_document
 from services.engine.template.stack import TypeTable, build_stack
 from services.engine.template.template import template_of_document
@@ -218,16 +225,33 @@ def validate_goal(
     template = _template(goal, limits, errors)
     errors.raise_if_any()
     assert template is not None
+    environment, files = dict(goal.environment), dict(goal.files)
+
+    def children(definition: StackDefinition) -> list[TemplateError]:
+        policies = group_policy_errors(definition)
+        if policies:
+            return policies
+        return nested_errors(
+            definition,
+            environment=environment,
+            files=files,
+            types=types,
+            limits=limits,
+            budget=budget,
+            constraints=constraints,
+        )
+
     return validate_response(
         template,
-        environment=dict(goal.environment),
+        environment=environment,
         parameters=dict(goal.parameters),
-        files=dict(goal.files),
+        files=files,
         types=types,
         limits=limits,
         custom_constraints=constraints,
         project_id=project_id,
         budget=budget,
+        children=children,
     )
 
 
@@ -264,6 +288,7 @@ def load_child_goal(
     resource_name: str | None = None,
     facade: Mapping[str, Any] | None = None,
     constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+    creating: bool = False,
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
     `resource_name` and `facade`: see `core.nesting.child_goal`.
@@ -281,6 +306,7 @@ def load_child_goal(
         budget=budget,
         resource_name=resource_name,
         facade=facade,
+        creating=creating,
     )
     try:
         template = load_document(goal.template, limits=limits, what="template", budget=budget)

@@ -6,7 +6,9 @@ on the event loop), then in one transaction stores it, gives the stack a fresh t
 preempts any operation still running), creates rows for new resources,
 stores the traversal graph computed from the template plus the existing rows
 (`core.graph`), and queues checks for the graph's leaves. Delete is an
-update to an empty template.
+update to an empty template. An update (or its preview) that changes the value
+of a parameter its template marks `immutable` is refused before anything
+changes (`ImmutableParameterModified`, Heat's 400).
 
 Tenant boundaries (`nested.claims`) are checked in that transaction before
 anything is written: stack ids named for nested resources, the project's
@@ -69,6 +71,14 @@ class NotCancellable(InvalidInput):
 
 class StackNotFound(NotFound):
     """No such stack (or not visible to this project)."""
+
+
+class ImmutableParameterModified(InvalidInput):
+    """An update gives an `immutable: true` parameter another value (400, as Heat)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__("The following parameters are immutable and may not be updated: " + ", ".join(names))
+        self.names = tuple(names)
 
 
 class Operations:
@@ -202,6 +212,7 @@ class Operations:
         loaded = await self.load(goal, stack)
         definition = loaded.definition
         async with self._store.transaction() as tx:
+            await self._refuse_immutable_changes(tx, stack, definition)
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
             await check_external_ids(tx, stack, definition, current_ids)
         current = {r.name: r for r in rows if r.replaced_by is None}
@@ -368,6 +379,8 @@ class Operations:
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
+            if action is Action.UPDATE:
+                await self._refuse_immutable_changes(tx, locked, definition)
             await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
@@ -377,6 +390,16 @@ class Operations:
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
+
+    async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, definition: StackDefinition) -> None:
+        """Heat's `immutable_params_modified`: a parameter both templates declare, immutable
+        in the new one, whose value would change refuses the update before anything changes."""
+        if stack.current_template_id is None:
+            return
+        current = await self._definitions.get(tx, stack, stack.current_template_id)
+        changed = definition.immutable_violations(current)
+        if changed:
+            raise ImmutableParameterModified(changed)
 
     async def _settle_settings(
         self, tx: Tx, stack: StackRow, settings: UpdateSettings, *, patch: bool

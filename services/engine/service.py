@@ -262,11 +262,13 @@ class EngineService:
             return
 
     async def _timeouts(self, *, every: float = 1.0) -> None:
-        """Stacks never sit IN_PROGRESS past their timeout, message or no message."""
+        """Stacks never sit IN_PROGRESS past their timeout, message or no message; a
+        group member's batch pause ends when it is due."""
         while True:
             await asyncio.sleep(every)
             try:
                 await self.convergence.expire_overdue(now=self._clock())
+                await self.convergence.gates.end_pauses(now=time.time())  # due times are wall-clock
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
 

@@ -14,7 +14,7 @@ check that found failures ends with `check_failure_reason`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -89,6 +89,29 @@ def _decide_nested(
     if row.status is not Status.COMPLETE:
         return ForwardDecision(Forward.UPDATE, f"the nested stack is {row.action.value}_{row.status.value}")
     return ForwardDecision(Forward.NOTHING)
+
+
+#: The restricted action (`restricted_actions` in the environment) each decision takes.
+_RESTRICTABLE = {Forward.UPDATE: "update", Forward.REPLACE: "replace"}
+
+
+def restricted_action(decision: Forward, restricted: Collection[str]) -> str | None:
+    """The action `decision` would take that the environment restricts, or None. As
+    Heat: a resource restricted from `update` may still be replaced when its change
+    needs a replacement, and one restricted from `replace` may be updated in place."""
+    action = _RESTRICTABLE.get(decision)
+    return action if action is not None and action in restricted else None
+
+
+def restricted_reason(action: str) -> str:
+    """Heat's `ResourceActionRestricted` message (the resource's event says it)."""
+    return f"{action} is restricted for resource."
+
+
+def restricted_failure(resource_name: str, action: str) -> str:
+    """The stack's reason when `resource_name`'s `action` was restricted (Heat's shape)."""
+    detail = f"ResourceActionRestricted: resources.{resource_name}: {restricted_reason(action)}"
+    return failure_reason(Action.UPDATE, detail)
 
 
 class Cleanup(StrEnum):

@@ -15,6 +15,10 @@ passed them (`next_gate`, from the `GateState` stored on the row). Two kinds:
 - `observe`: in an update with `converge: true`, each existing resource is
   looked at by an observer before its decision, so what changed out of band
   is what the decision compares with the goal.
+- `pause`: a member of a ResourceGroup's batch after the first (its
+  `update_policy`'s `pause_time`, see `core.nesting.batches`) waits that long
+  once the batch before it is done, before it is created or updated; the
+  engine's timer passes the gate when the time is up.
 
 A gate is passed once per node of a traversal. A check sent again (recovery,
 a duplicate) finds the same gate waiting and does nothing (`STILL_WAITING`),
@@ -31,6 +35,7 @@ from services.engine.core.decide import Cleanup, Forward
 from services.engine.core.model import Action, Node, TraversalId
 
 OBSERVE = "observe"
+PAUSE = "pause"
 PRE_CREATE, PRE_UPDATE, PRE_DELETE = "pre-create", "pre-update", "pre-delete"
 #: What a hook holds back, as its events name it ("CREATE paused until Hook pre-create is cleared").
 HOOK_ACTIONS = {PRE_CREATE: Action.CREATE, PRE_UPDATE: Action.UPDATE, PRE_DELETE: Action.DELETE}
@@ -80,9 +85,13 @@ def forward_gates(
     hooks: Collection[str],
     converge: bool,
     observable: bool,
+    pause: bool = False,
 ) -> tuple[str, ...]:
-    """The gates of a forward node, in order: its hook, then its observation."""
+    """The gates of a forward node, in order: its batch's pause (`pause`: it waits one,
+    when it has something to do), its hook, then its observation."""
     gates: list[str] = []
+    if pause and decision is not Forward.NOTHING:
+        gates.append(PAUSE)
     if PRE_CREATE in hooks and stack_action is Action.CREATE and decision is Forward.CREATE:
         gates.append(PRE_CREATE)
     settled = exists and not external and decision is not Forward.ADOPT

@@ -22,6 +22,15 @@ group's size is checked before its child template is built (`check_group`:
 `count` against `max_resources`, the template's estimated size against
 `max_template_bytes`), and building it is charged to the evaluation budget,
 so a tiny `count: 100000000` costs nothing but its refusal.
+
+A group's `update_policy` (`batch_create` when its child is created,
+`rolling_update` when it is updated) becomes the order of its child template:
+the members, in index order, are cut into batches of `max_batch_size`
+(for a rolling update, also leaving at least `min_in_service` members of the
+new size out of each batch, but never fewer than one in it) and each member
+of a batch `depends_on` every member of the batch before, so the child's
+convergence works on one batch at a time (`batches`). `pause_time` is the
+wait before each batch after the first (`BATCH_PAUSE_SECTION`).
 """
 
 from __future__ import annotations
@@ -45,12 +54,18 @@ from services.engine.template import (
     TemplateInvalid,
     TemplateLimits,
 )
-from services.engine.template.environment import FACADE_SECTION, is_template_reference
+from services.engine.template.environment import BATCH_PAUSE_SECTION, FACADE_SECTION, is_template_reference
 from services.engine.template.expr import DictExpr, MemberAttributes
 from services.engine.template.intrinsics import measure
 from services.engine.template.limits import SETTINGS
 from shared.errors import InvalidInput
-from shared.plugins.builtin.nested import GroupProperties, ResourceDefinition, ResourceGroup, StackProperties
+from shared.plugins.builtin.nested import (
+    GroupProperties,
+    GroupUpdatePolicy,
+    ResourceDefinition,
+    ResourceGroup,
+    StackProperties,
+)
 from shared.plugins.builtin.nested import NestedStack as _NestedStack
 
 STACK_TYPE = _NestedStack.type_name
@@ -162,6 +177,33 @@ def without_digest(properties: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in properties.items() if k != GOAL_KEY}
 
 
+def batches(
+    update_policy: Mapping[str, Any], members: Sequence[str], *, creating: bool
+) -> tuple[tuple[tuple[str, ...], ...], float]:
+    """The batches `members` are created (`creating`) or updated in under a group's
+    `update_policy`, and the pause between batches (seconds). No policy for the
+    operation: one batch, no pause. Raises `NestedInvalid` for a policy that is not
+    a ResourceGroup's."""
+    try:
+        policy = GroupUpdatePolicy.model_validate(dict(update_policy))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "update_policy"
+        raise NestedInvalid(f"{GROUP_TYPE} update_policy.{where}: {err['msg']}") from None
+    if not members:
+        return (), 0.0
+    if creating and policy.batch_create is not None:
+        size, pause = policy.batch_create.max_batch_size, policy.batch_create.pause_time
+    elif not creating and policy.rolling_update is not None:
+        rolling = policy.rolling_update
+        size = max(1, min(rolling.max_batch_size, len(members) - rolling.min_in_service))
+        pause = rolling.pause_time
+    else:
+        return (tuple(members),), 0.0
+    cut = tuple(tuple(members[i : i + size]) for i in range(0, len(members), size))
+    return cut, float(pause)
+
+
 def child_name(parent_name: str, resource_name: str, child_id: str) -> str:
     """`{parent}-{resource}-{short id}`, as Heat names nested stacks."""
     name = f"{parent_name}-{resource_name}-{child_id.replace('-', '')[:12]}"
@@ -181,6 +223,7 @@ def child_goal(
     budget: Budget | None = None,
     resource_name: str | None = None,
     facade: Mapping[str, Any] | None = None,
+    creating: bool = False,
 ) -> ChildGoal:
     """The goal of the child stack of a resource of `type_name` with `properties`.
 
@@ -189,7 +232,9 @@ def child_goal(
     resource's name (the child gets the registry section written under it) and
     `facade` what `resource_facade` returns in the child. For a group,
     `members` maps each current member's reference id to its name and
-    `removed` are the names removed before (see `group_plan`); its size is
+    `removed` are the names removed before (see `group_plan`), and `creating`
+    says whether the child is being created (its `update_policy`, from `facade`,
+    then orders the members by `batch_create`, else by `rolling_update`); its size is
     checked against `limits` before anything is built, and building it is
     charged to `budget` (by default one of `limits`).
     Raises `NestedInvalid` when the properties cannot make a child.
@@ -209,7 +254,11 @@ def child_goal(
         if problem is not None:
             raise NestedInvalid(f"{type_name} property {problem}")
         plan = group_plan(group, members=members or {}, removed=removed)
-        template = group_template(group, plan, budget if budget is not None else Budget(limits))
+        policy = (facade or {}).get("update_policy") or {}
+        order, pause = batches(policy, plan.members, creating=creating)
+        template = group_template(group, plan, budget if budget is not None else Budget(limits), order)
+        if pause > 0 and len(order) > 1:
+            env[BATCH_PAUSE_SECTION] = {"seconds": pause, "members": [m for b in order[1:] for m in b]}
         return ChildGoal(template, env, {}, dict(files), timeout_mins)
     if is_template_reference(type_name):
         content = files.get(type_name)
@@ -276,12 +325,14 @@ def check_group(group: GroupProperties, limits: TemplateLimits) -> str | None:
 
 def check_group_sizes(definition: StackDefinition) -> None:
     """Refuse (TemplateInvalid naming `resources.<name>.properties.count`) a group
-    whose size, known when the stack loads, `check_group` refuses, so a create or
-    update asking for one fails before anything changes."""
+    whose size, known when the stack loads, `check_group` refuses, or whose
+    `update_policy` is not a ResourceGroup's (naming `resources.<name>.update_policy...`),
+    so a create or update asking for one fails before anything changes."""
     errors: list[TemplateError] = []
     for name, resource in definition.resources.items():
         if resource.type != GROUP_TYPE:
             continue
+        errors.extend(_policy_errors(name, resource.update_policy))
         properties = resource.properties
         items = properties.items if isinstance(properties, DictExpr) else properties
         if not isinstance(items, dict):
@@ -305,6 +356,40 @@ def check_group_sizes(definition: StackDefinition) -> None:
         raise TemplateInvalid(errors)
 
 
+def group_policy_errors(definition: StackDefinition) -> list[TemplateError]:
+    """The errors of every group's `update_policy` (as `check_group_sizes` reports them)."""
+    return [
+        error
+        for name, resource in definition.resources.items()
+        if resource.type == GROUP_TYPE
+        for error in _policy_errors(name, resource.update_policy)
+    ]
+
+
+def _policy_errors(name: str, update_policy: Mapping[str, Any]) -> list[TemplateError]:
+    """A group's `update_policy` checked against Heat's schema (`batch_create`,
+    `rolling_update`), each error naming its path."""
+    try:
+        GroupUpdatePolicy.model_validate(dict(update_policy))
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            out.append(TemplateError(f"resources.{name}.update_policy.{where}", f"{GROUP_TYPE} {err['msg']}"))
+        return out
+    return []
+
+
+def member_snippet(definition: Mapping[str, Any], index_var: str, name: str) -> dict[str, Any] | None:
+    """Member `name`'s resource snippet from a group's `resource_def` as given (None:
+    not a valid definition)."""
+    try:
+        parsed = ResourceDefinition.model_validate(dict(definition))
+    except ValidationError:
+        return None
+    return _member(parsed, index_var, name)
+
+
 def _member(definition: ResourceDefinition, variable: str, name: str) -> dict[str, Any]:
     snippet: dict[str, Any] = {"type": definition.type}
     if definition.properties is not None:
@@ -314,16 +399,28 @@ def _member(definition: ResourceDefinition, variable: str, name: str) -> dict[st
     return snippet
 
 
-def group_template(group: GroupProperties, plan: GroupPlan, budget: Budget) -> dict[str, Any]:
+def group_template(
+    group: GroupProperties,
+    plan: GroupPlan,
+    budget: Budget,
+    order: Sequence[Sequence[str]] = (),
+) -> dict[str, Any]:
     """The group's child template: one resource per member, `index_var` replaced by
     the member's name; the removed names are an output (`removed_rsrc_list`).
-    Every member is paid for (`budget`) before any is built."""
+    With `order` (batches, see `batches`), each member depends on every member of
+    the batch before its own. Every member is paid for (`budget`) before any is built."""
     definition = group.resource_def
     nodes, chars = measure(definition.model_dump(exclude_none=True))
     budget.charge(items=len(plan.members) * nodes, chars=len(plan.members) * chars)
+    before: dict[str, list[str]] = {}
+    for previous, batch in itertools.pairwise(order):
+        for name in batch:
+            before[name] = list(previous)
     resources: dict[str, Any] = {}
     for name in plan.members:
         resources[name] = _member(definition, group.index_var, name)
+        if before.get(name):
+            resources[name]["depends_on"] = before[name]
     return {
         "heat_template_version": GROUP_TEMPLATE_VERSION,
         "resources": resources,

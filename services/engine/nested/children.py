@@ -15,9 +15,10 @@ to the goal `core.nesting.child_goal` computes, delete, check, suspend or
 resume — through the same traversal code as any stack, which preempts
 whatever the child was doing. A job the parent no longer waits for is
 dropped; one whose parent operation ended before it started is answered
-FAILED. A child goal that is invalid, too deep, too big (a group's `count`,
-the evaluation budget, the template pool's limits), past the project's stack
-quota or past the tree's resource limit (`core.quotas`; counted under the
+FAILED. A child goal that is invalid, changes a parameter the child's
+template marks `immutable` (Heat's ImmutableParameterModified), too deep, too
+big (a group's `count`, the evaluation budget, the template pool's limits),
+past the project's stack quota or past the tree's resource limit (`core.quotas`; counted under the
 tree's lock, before any row is created) is answered FAILED with the reason,
 naming the resource. The goal is computed, parsed and validated in the
 template pool (`goals.load_child_goal`), off the event loop.
@@ -188,6 +189,11 @@ class Children:
             reason = f"the nested stack of resource {row.name} is invalid: {exc}"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
+        immutable = await self._immutable_refusal(tx, parent, child, definition)
+        if immutable is not None:
+            reason = f"the nested stack of resource {row.name} cannot be updated: {immutable}"
+            _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
+            return
         refusal = await self._limit_refusal(tx, parent, child, len(definition.resources))
         if refusal is not None:
             reason = f"resource {row.name} of stack {parent.name} cannot store its nested stack: {refusal}"
@@ -227,6 +233,19 @@ class Children:
         )
         if row.traversal_id is not None and await tx.converges(row.traversal_id):
             await tx.set_converge(traversal)  # `converge: true` reaches the child's resources too
+
+    async def _immutable_refusal(
+        self, tx: Tx, parent: StackRow, child: StackRow | None, definition: StackDefinition
+    ) -> str | None:
+        """Heat's ImmutableParameterModified for a child: an update of the parent that
+        would change a parameter the child's template marks `immutable` (None: it would not)."""
+        if child is None or child.current_template_id is None or parent.action is not Action.UPDATE:
+            return None
+        current = await self._definitions.get(tx, child, child.current_template_id)
+        changed = definition.immutable_violations(current)
+        if not changed:
+            return None
+        return "The following parameters are immutable and may not be updated: " + ", ".join(changed)
 
     async def _limit_refusal(
         self, tx: Tx, parent: StackRow, child: StackRow | None, resources: int
@@ -278,6 +297,7 @@ class Children:
             resource_name=row.name,
             facade=facade,
             constraints=self._constraints,
+            creating=child is None,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition

@@ -7,7 +7,8 @@ a traversal converges (observes before deciding); `services.engine.checks`
 writes a row's resolved metadata with its other changes, and
 `services.engine.nested.children` reads it back for a child's
 `resource_facade`; `services.engine.operations` reads and writes the tags,
-timeout and rollback setting an update may change. These columns are read
+timeout and rollback setting an update may change; the engine's timer passes
+the batch pauses that are due (`end_pauses`). These columns are read
 only here, so a check that uses no gate costs no extra statement.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from services.engine.core.gates import GateState
-from services.engine.core.model import Node, StackId, TraversalId
+from services.engine.core.model import Node, ResourceId, StackId, TraversalId
 from services.engine.core.updates import StackSettings
 
 if TYPE_CHECKING:
@@ -55,6 +56,26 @@ class ParityStatements:
             traversal,
         )
         return [r["name"] for r in rows]
+
+    async def end_pauses(
+        self, now: float, *, limit: int = 500
+    ) -> list[tuple[StackId, TraversalId, Node, ResourceId]]:
+        """Pass every batch `pause` gate due at `now` (a compare-and-swap like any row
+        change: the version moves on); (stack, traversal, node, resource) of each, whose
+        check is to be sent again."""
+        rows = await self._c.fetch(
+            """UPDATE resources SET gate_waiting = NULL, gate_until = NULL,
+                      gate_passed = array_append(gate_passed, 'pause'),
+                      version = version + 1, updated_at = now()
+               WHERE resource_id IN (SELECT resource_id FROM resources
+                                     WHERE gate_until IS NOT NULL AND gate_until <= $1
+                                       AND gate_waiting = 'pause'
+                                     ORDER BY gate_until LIMIT $2 FOR UPDATE SKIP LOCKED)
+               RETURNING stack_id, gate_traversal, gate_node, resource_id""",
+            now,
+            limit,
+        )
+        return [(r["stack_id"], r["gate_traversal"], Node(r["gate_node"]), r["resource_id"]) for r in rows]
 
     async def resource_metadata(self, resource_id: int) -> dict[str, Any] | None:
         """The row's resolved metadata (None: not resolved since it was made)."""

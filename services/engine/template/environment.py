@@ -10,9 +10,10 @@ from the request's `files` (a template resource). `event_sinks` and
 `resource_registry.resources` maps resource names, or fnmatch patterns of
 them (`web*`), to settings of those resources, as Heat's does: a type
 override (exact names only, as in Heat), `hooks` (breakpoints, see
-`hooks_for`), and, under a nested resource's name, a section of the same
-shape for the resources of its child stack (`core.nesting.child_environment`
-hands it down).
+`hooks_for`), `restricted_actions` (`update`, `replace`: the actions an update
+may not take on those resources, see `restricted_actions_for`), and, under a
+nested resource's name, a section of the same shape for the resources of its
+child stack (`core.nesting.child_environment` hands it down).
 """
 
 from __future__ import annotations
@@ -31,9 +32,14 @@ _TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json")
 HOOKS = ("pre-create", "pre-update", "pre-delete")
 #: Heat's other hook types, refused with a message saying so (never silently ignored).
 UNSUPPORTED_HOOKS = ("post-create", "post-update", "post-delete")
+#: The actions `restricted_actions` may forbid (Heat's RESTRICTED_ACTIONS).
+RESTRICTED_ACTIONS = ("update", "replace")
 #: A Converge-internal section: what `resource_facade` returns in a child stack
 #: (its parent resource's metadata, deletion_policy and update_policy).
 FACADE_SECTION = "converge_resource_facade"
+#: A Converge-internal section of a group's child: the pause between its batches
+#: (`core.nesting.batches`; the gate in `services.engine.gates` waits it out).
+BATCH_PAUSE_SECTION = "converge_batch_pause"
 _SECTIONS = frozenset(
     {
         "parameters",
@@ -43,6 +49,7 @@ _SECTIONS = frozenset(
         "encrypted_param_names",
         "parameter_merge_strategies",
         FACADE_SECTION,
+        BATCH_PAUSE_SECTION,
     }
 )
 
@@ -60,6 +67,7 @@ class ResourceRegistry:
     wildcards: tuple[tuple[str, str], ...] = ()  # ("OS::Foo::", "My::Foo::")
     per_resource: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # exact names
     hooks: tuple[tuple[str, frozenset[str]], ...] = ()  # (name pattern, hooks)
+    restricted: tuple[tuple[str, frozenset[str]], ...] = ()  # (name pattern, restricted actions)
     resources: Mapping[str, Any] = field(default_factory=dict)  # the section as given (checked)
 
 
@@ -72,6 +80,13 @@ class Environment:
     encrypted_param_names: tuple[str, ...] = ()
     #: In a child stack: what `resource_facade` returns (its parent resource's).
     facade: Mapping[str, Any] = field(default_factory=dict)
+    #: In a group's child stack: seconds each member of a later batch waits (its names).
+    batch_pause: tuple[float, frozenset[str]] = (0.0, frozenset())
+
+    def pause_before(self, resource_name: str) -> float:
+        """Seconds `resource_name` waits before it acts (a group member of a later batch)."""
+        seconds, members = self.batch_pause
+        return seconds if resource_name in members else 0.0
 
     def hooks_for(self, resource_name: str) -> frozenset[str]:
         """The hooks set for `resource_name`: those of every `resources` entry whose name
@@ -80,6 +95,16 @@ class Environment:
         for pattern, hooks in self.registry.hooks:
             if fnmatch.fnmatchcase(resource_name, pattern):
                 found |= hooks
+        return frozenset(found)
+
+    def restricted_actions_for(self, resource_name: str) -> frozenset[str]:
+        """The actions (`update`, `replace`) an update may not take on `resource_name`:
+        those of every `resources` entry whose name or pattern matches it (as Heat's
+        `get_rsrc_restricted_actions`)."""
+        found: set[str] = set()
+        for pattern, actions in self.registry.restricted:
+            if fnmatch.fnmatchcase(resource_name, pattern):
+                found |= actions
         return frozenset(found)
 
     def resolve_type(self, type_name: str, resource_name: str | None = None) -> str:
@@ -186,6 +211,7 @@ def read_environment(
         errors.add(at(FACADE_SECTION), "must be a map")
         facade = {}
     return Environment(
+        batch_pause=_batch_pause(data.get(BATCH_PAUSE_SECTION), at(BATCH_PAUSE_SECTION), errors),
         parameters=sections["parameters"],
         parameter_defaults=sections["parameter_defaults"],
         registry=_registry(sections["resource_registry"], at("resource_registry"), errors),
@@ -195,11 +221,29 @@ def read_environment(
     )
 
 
+def _batch_pause(raw: Any, path: str, errors: ErrorList) -> tuple[float, frozenset[str]]:
+    """`{seconds, members}`: the pause the members of a group's later batches wait."""
+    if raw is None:
+        return 0.0, frozenset()
+    seconds, members = (raw.get("seconds"), raw.get("members")) if isinstance(raw, dict) else (None, None)
+    if (
+        not isinstance(seconds, int | float)
+        or isinstance(seconds, bool)
+        or seconds < 0
+        or not isinstance(members, list)
+        or not all(isinstance(m, str) for m in members)
+    ):
+        errors.add(path, "must be a map of seconds (a number) and members (a list of names)")
+        return 0.0, frozenset()
+    return float(seconds), frozenset(members)
+
+
 def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegistry:
     aliases: dict[str, str] = {}
     wildcards: list[tuple[str, str]] = []
     per_resource: dict[str, dict[str, str]] = {}
     hooks: list[tuple[str, frozenset[str]]] = []
+    restricted: list[tuple[str, frozenset[str]]] = []
     resources: dict[str, Any] = {}
     for key, target in raw.items():
         kpath = join_path(path, key)
@@ -212,9 +256,12 @@ def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegi
             resources = target
             for res_name, settings in target.items():
                 spath = join_path(kpath, res_name)
-                per_resource[res_name], found = _per_resource(settings, spath, errors)
-                if found:
-                    hooks.append((res_name, found))
+                entry = _per_resource(settings, spath, errors)
+                per_resource[res_name] = entry.types
+                if entry.hooks:
+                    hooks.append((res_name, entry.hooks))
+                if entry.restricted:
+                    restricted.append((res_name, entry.restricted))
             continue
         if not isinstance(target, str) or not target:
             errors.add(kpath, "must map to a type name or a template file name")
@@ -228,32 +275,62 @@ def _registry(raw: dict[str, Any], path: str, errors: ErrorList) -> ResourceRegi
             aliases[key] = target
     # Longest prefix wins, so specific wildcards beat general ones.
     wildcards.sort(key=lambda pair: len(pair[0]), reverse=True)
-    return ResourceRegistry(aliases, tuple(wildcards), per_resource, tuple(hooks), resources)
+    return ResourceRegistry(
+        aliases, tuple(wildcards), per_resource, tuple(hooks), tuple(restricted), resources
+    )
 
 
-def _per_resource(raw: Any, path: str, errors: ErrorList) -> tuple[dict[str, str], frozenset[str]]:
-    """The type overrides and the hooks of one `resources` entry. A map value is the
-    section for the resources of that resource's child stack (checked the same way)."""
+@dataclass(frozen=True)
+class _Entry:
+    """What one `resources` entry sets: type overrides, hooks and restricted actions."""
+
+    types: dict[str, str] = field(default_factory=dict)
+    hooks: frozenset[str] = frozenset()
+    restricted: frozenset[str] = frozenset()
+
+
+def _per_resource(raw: Any, path: str, errors: ErrorList) -> _Entry:
+    """The settings of one `resources` entry. A map value is the section for the
+    resources of that resource's child stack (checked the same way)."""
     if raw is None:
-        return {}, frozenset()
+        return _Entry()
     if not isinstance(raw, dict):
         errors.add(path, "must be a map")
-        return {}, frozenset()
+        return _Entry()
     out: dict[str, str] = {}
     hooks: frozenset[str] = frozenset()
+    restricted: frozenset[str] = frozenset()
     for key, target in raw.items():
         kpath = join_path(path, key)
         if key == "hooks":
             hooks = parse_hooks(target, kpath, errors)
-        elif key == "restricted_actions" or target is None:
-            continue  # restricted_actions: the registry's other per-resource setting
+        elif key == "restricted_actions":
+            restricted = parse_restricted_actions(target, kpath, errors)
+        elif target is None:
+            continue
         elif isinstance(target, dict):
             _per_resource(target, kpath, errors)  # the child stack's resource `key`
         elif not isinstance(target, str) or not target:
             errors.add(kpath, "must map to a type name or a template file name, or be a map of settings")
         else:
             out[key] = target
-    return out, hooks
+    return _Entry(out, hooks, restricted)
+
+
+def parse_restricted_actions(value: Any, path: str, errors: ErrorList) -> frozenset[str]:
+    """A `restricted_actions` value: `update`, `replace` or a list of them."""
+    names = value if isinstance(value, list) else [value]
+    found: set[str] = set()
+    for name in names:
+        if name in RESTRICTED_ACTIONS:
+            found.add(name)
+        else:
+            errors.add(
+                path,
+                f"invalid restricted action {name!r}; valid restricted actions are: "
+                + ", ".join(RESTRICTED_ACTIONS),
+            )
+    return frozenset(found)
 
 
 def parse_hooks(value: Any, path: str, errors: ErrorList) -> frozenset[str]:

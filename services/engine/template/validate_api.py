@@ -9,19 +9,20 @@ ConstraintDescription, Tags), `ParameterGroups` when the template has them,
 and `Environment`; a Converge addition, `Warnings`, lists the custom
 constraints accepted unchecked (`custom_constraints`). Invalid templates raise
 `TemplateInvalid`; values given (or defaults) are checked by the custom
-constraints' validators, and an unknown constraint name is refused.
+constraints' validators, and an unknown constraint name is refused. The caller may pass a check of the
+child stacks (`core.nested_checks`), whose errors count too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from services.engine.template.constraints import ConstraintKind, ParamType
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
-from services.engine.template.definition import StackIdentity
+from services.engine.template.definition import StackDefinition, StackIdentity
 from services.engine.template.environment import Environment
-from services.engine.template.errors import ErrorList
+from services.engine.template.errors import ErrorList, TemplateError
 from services.engine.template.limits import DEFAULT_LIMITS, Budget, TemplateLimits
 from services.engine.template.parameters import ParameterSchema
 from services.engine.template.stack import TypeTable, build_stack
@@ -48,8 +49,10 @@ def validate_response(
     custom_constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     project_id: str = "None",
     budget: Budget | None = None,
+    children: Callable[[StackDefinition], Sequence[TemplateError]] | None = None,
 ) -> dict[str, Any]:
-    """Validate and describe a template as Heat's validate call does."""
+    """Validate and describe a template as Heat's validate call does. `children`
+    checks the child stacks of a stack that is valid itself (their errors, with paths)."""
     errors = ErrorList()
     stack = build_stack(
         template,
@@ -64,6 +67,9 @@ def validate_response(
         errors=errors,
         budget=budget,
     )
+    if stack is not None and not errors and children is not None:
+        for error in children(stack):
+            errors.add(error.path, error.message)
     errors.raise_if_any()
     assert stack is not None
     tmpl = stack.template

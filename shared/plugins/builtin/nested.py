@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic_core import PydanticCustomError
 
 from shared.errors import PermanentError
 from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, prop
@@ -67,6 +68,25 @@ class StackProperties(Properties):
     timeout: int | None = prop(
         None, ge=1, description="Minutes each operation of the nested stack may take (unset: no limit)."
     )
+    context: dict[str, Any] | None = prop(
+        None,
+        description="Heat's remote-stack context (region_name, credential_secret_id, ca_cert, "
+        "insecure): refused unless empty; a nested stack runs in its parent's region and project.",
+    )
+
+    @field_validator("context")
+    @classmethod
+    def _local_only(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        given = sorted(k for k, v in (value or {}).items() if v not in (None, "", False))
+        if given:
+            raise PydanticCustomError(
+                "remote_stack",
+                "{keys}: a stack in another region or cloud is not supported by Converge; "
+                "OS::Heat::Stack runs as a nested stack in its parent's region and project "
+                "(remove context to run it here)",
+                {"keys": ", ".join(given)},
+            )
+        return value
 
 
 class NestedStack(EngineRun):
@@ -117,6 +137,25 @@ class GroupProperties(Properties):
         "append",
         description="append: removed names add to those removed before; update: they replace them.",
     )
+
+
+class BatchCreate(_Nested):
+    max_batch_size: int = prop(1, ge=1, description="The most members created at once.")
+    pause_time: float = prop(0, ge=0, description="Seconds to wait between batches.")
+
+
+class RollingUpdate(_Nested):
+    min_in_service: int = prop(0, ge=0, description="The fewest members left alone while a batch is updated.")
+    max_batch_size: int = prop(1, ge=1, description="The most members updated at once.")
+    pause_time: float = prop(0, ge=0, description="Seconds to wait between batches.")
+
+
+class GroupUpdatePolicy(_Nested):
+    """A ResourceGroup's `update_policy` (Heat's schema): how its members are created
+    (`batch_create`) and updated (`rolling_update`) in batches."""
+
+    batch_create: BatchCreate | None = prop(None, description="Create members in batches.")
+    rolling_update: RollingUpdate | None = prop(None, description="Update members in batches.")
 
 
 class ResourceGroup(EngineRun):
