@@ -50,7 +50,7 @@ PROJECT = "proj"
 TOKEN = "tok"
 ADMIN = "root"  # an admin token, whose URL project is taken as given
 EXAMPLES = int(os.environ.get("CONVERGE_FUZZ_EXAMPLES", "25"))  # per operation and mode
-SLOW = 2.0  # seconds; an answer slower than this is a finding
+SLOW = 5.0  # seconds; an answer slower than this is a finding (busy machine included)
 REQUEST_TIMEOUT = 10.0  # seconds; stops a hang from hanging the test
 #: Seconds for the whole run: a bound on a hang, not a speed test — every documented operation,
 #: both modes, on a machine that may be busy (a quiet run takes a fraction of it).
@@ -203,7 +203,9 @@ def run_operation(operation: Any, mode: GenerationMode, *, target: Target, sessi
         except requests.Timeout as exc:
             raise AssertionError(f"no answer within {REQUEST_TIMEOUT}s: {case.as_curl_command()}") from exc
         took = time.monotonic() - started
-        assert status < 500, f"{status} {text[:300]}\n{case.as_curl_command()}"
+        # 501 NotSupported: a part of Heat's API Converge says it does not implement (by name).
+        declined = status == 501 and '"NotSupported"' in text
+        assert status < 500 or declined, f"{status} {text[:300]}\n{case.as_curl_command()}"
         assert took < SLOW, f"answered {status} after {took:.1f}s\n{case.as_curl_command()}"
         if status == 202:
             target.settle(session)
