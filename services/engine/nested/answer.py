@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
-from services.engine.core.nesting import GROUP_TYPE, Member, child_attributes, is_nested
+from services.engine.core.nesting import GROUP_TYPE, SCALING_TYPE, Member, child_attributes, is_nested
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
@@ -122,7 +122,7 @@ class Answers:
                 data[name] = reference_data(r, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
-            if owner_type == GROUP_TYPE
+            if owner_type in (GROUP_TYPE, SCALING_TYPE)
             else []
         )
         return child_attributes(

@@ -38,11 +38,13 @@ import structlog
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import (
     GROUP_TYPE,
+    SCALING_TYPE,
     ChildGoal,
     NestedInvalid,
     child_name,
     facade_of,
     removed_names,
+    scaling_state,
 )
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.definitions import DefinitionCache, identity_of
@@ -277,11 +279,14 @@ class Children:
             parent_goal.update_policy if parent_goal is not None else {},
         )
         members: dict[str, str] = {}
-        if row.type == GROUP_TYPE and child is not None:
+        failed: list[str] = []
+        if row.type in (GROUP_TYPE, SCALING_TYPE) and child is not None:
             for member in await tx.resources(child.stack_id):
                 ref = reference_data(member, self._types).reference_id
                 if member.replaced_by is None and ref is not None:
                     members[ref] = member.name
+                if member.replaced_by is None and member.status is Status.FAILED:
+                    failed.append(member.name)
         goal, definition = await self._templates.run(
             load_child_goal,
             row.type,
@@ -298,6 +303,8 @@ class Children:
             facade=facade,
             constraints=self._constraints,
             creating=child is None,
+            scaling=scaling_state(row.attributes) if row.type == SCALING_TYPE else None,
+            failed=failed,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition
