@@ -84,6 +84,8 @@ SCALING_TYPE = AutoScalingGroup.type_name
 NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE})
 #: Outputs of an AutoScalingGroup's child template keeping its state (see `ScalingState`).
 SCALING_STATE_OUTPUT = "converge_scaling_state"
+#: A scaling policy's cooldown record (`core.scaling.Cooldown`), on its row's attributes.
+COOLDOWN_ATTRIBUTE = "converge_cooldown"
 #: Recorded with a nested resource's properties; never passed to the child.
 GOAL_KEY = "converge:nested_goal"
 #: The template version of a group's generated child template.
@@ -473,9 +475,17 @@ class ScalingState:
     members: tuple[str, ...]
     next_index: int
     desired: int | None
+    size: int  # the size last decided (a scaling signal sets it before the child follows)
+    cooldown: Mapping[str, Any] | None = None  # the group's cooldown record (`core.scaling.Cooldown`)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"members": list(self.members), "next_index": self.next_index, "desired": self.desired}
+        return {
+            "members": list(self.members),
+            "next_index": self.next_index,
+            "desired": self.desired,
+            "size": self.size,
+            "cooldown": dict(self.cooldown) if self.cooldown is not None else None,
+        }
 
     @classmethod
     def read(cls, raw: Any) -> ScalingState | None:
@@ -487,7 +497,17 @@ class ScalingState:
             return None
         if desired is not None and (not isinstance(desired, int) or isinstance(desired, bool)):
             return None
-        return cls(tuple(str(m) for m in members), index, desired)
+        size = raw.get("size", len(members))
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return None
+        cooldown = raw.get("cooldown")
+        return cls(
+            tuple(str(m) for m in members),
+            index,
+            desired,
+            size,
+            dict(cooldown) if isinstance(cooldown, Mapping) else None,
+        )
 
 
 def scaling_state(attributes: Mapping[str, Any]) -> ScalingState | None:
@@ -509,7 +529,7 @@ def scaling_template(
     then the oldest members removed first. When the child is updated, its members
     are replaced in `rolling_updates` batches. Its state is an output."""
     size = size_after_update(
-        len(state.members) if state is not None else None,
+        state.size if state is not None else None,
         old_desired=state.desired if state is not None else None,
         new_desired=group.desired_capacity,
         min_size=group.min_size,
@@ -528,7 +548,7 @@ def scaling_template(
     desired = (
         group.desired_capacity if group.desired_capacity is not None else (state.desired if state else None)
     )
-    kept = ScalingState(plan.members, plan.next_index, desired)
+    kept = ScalingState(plan.members, plan.next_index, desired, size, state.cooldown if state else None)
     rolling = {"rolling_update": group.rolling_updates.model_dump()}
     order, _ = batches(rolling, plan.members, creating=creating)
     template = group_template(sized, GroupPlan(plan.members, ()), budget, order)
