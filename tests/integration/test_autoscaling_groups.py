@@ -20,7 +20,7 @@ import pytest
 from services.engine.core.model import StackId
 from services.engine.operations import Goal
 from services.engine.signals import Unauthorized
-from shared.errors import InvalidInput
+from shared.errors import ConflictError, InvalidInput
 from tests.support.convergence import Converge, converge
 from tests.support.openstack_cli import OpenStack
 
@@ -174,10 +174,19 @@ async def token(cv: Converge, top: uuid.UUID, name: str) -> str:
 
 
 async def signal(cv: Converge, top: uuid.UUID, name: str, data: dict[str, Any] | None = None) -> None:
-    """Signal policy `name` with its own token, as an alarm or a server would."""
-    await cv.engine.api().signals.signal(
-        StackId(top), name, data or {}, token=await token(cv, top, name), project_token_ok=False
-    )
+    """Signal policy `name` with its own token, as an alarm or a server would, retrying a
+    409 as a client does (a signal racing the end of the group's last resize may meet a
+    deadlock, which PostgreSQL breaks by refusing one of the two)."""
+    own = await token(cv, top, name)
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                await cv.engine.api().signals.signal(
+                    StackId(top), name, data or {}, token=own, project_token_ok=False
+                )
+                return
+            except ConflictError:
+                await asyncio.sleep(0.02)
 
 
 async def scaled_to(cv: Converge, top: uuid.UUID, size: int, *, timeout: float = 60) -> dict[str, Any]:
