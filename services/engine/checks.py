@@ -135,7 +135,7 @@ class Convergence:
         self._answers = Answers(definitions=definitions, types=types, templates=templates)
         # Hooks and converge's observations, between a node's decision and its action.
         self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
-        self._children = Children(
+        self.children = self._children = Children(
             definitions=definitions,
             types=types,
             answers=self._answers,

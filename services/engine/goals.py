@@ -24,6 +24,7 @@ from services.engine.core.nested_checks import nested_errors
 from services.engine.core.nesting import (
     ChildGoal,
     NestedInvalid,
+    ScalingState,
     check_group_sizes,
     child_goal,
     group_policy_errors,
@@ -289,6 +290,8 @@ def load_child_goal(
     facade: Mapping[str, Any] | None = None,
     constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
     creating: bool = False,
+    scaling: ScalingState | None = None,
+    failed: Sequence[str] = (),
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
     `resource_name` and `facade`: see `core.nesting.child_goal`.
@@ -307,6 +310,8 @@ def load_child_goal(
         resource_name=resource_name,
         facade=facade,
         creating=creating,
+        scaling=scaling,
+        failed=failed,
     )
     try:
         template = load_document(goal.template, limits=limits, what="template", budget=budget)

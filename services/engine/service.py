@@ -53,6 +53,7 @@ from services.engine.operations import Operations
 from services.engine.outbox import Outbox
 from services.engine.recovery import Recovery
 from services.engine.retention import EventRetention
+from services.engine.scaling import Scaler
 from services.engine.signals import Signals
 from services.engine.snapshots import Snapshots
 from services.engine.store import Store
@@ -173,6 +174,7 @@ class EngineService:
                 per_handle=self._api_limits.signals_per_handle,
                 reason_chars=self._api_limits.signal_reason_chars,
                 gates=self.convergence.gates,
+                scaler=Scaler(children=self.convergence.children),
             ),
             observing=self.observing,
             snapshots=Snapshots(

@@ -18,6 +18,9 @@ the handle and the stack's operation is over (every condition it serves has
 completed or failed), further signals are refused (409, `SignalsClosed`).
 Heat keeps accepting them, growing the handle's metadata without bound.
 
+A signal to an `OS::Heat::ScalingPolicy` (its own token, or a project token)
+scales its group (`services.engine.scaling`).
+
 A signal `{"unset_hook": "<hook>"}` to any resource clears the hook its check
 is paused at (`services.engine.gates`); it needs a project token.
 """
@@ -35,6 +38,7 @@ from services.engine.core.model import Action, ResourceRow, StackId, StackRow, S
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.outbox import Outbox
+from services.engine.scaling import POLICY_TYPE, Scaler
 from services.engine.store import Store
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
@@ -125,8 +129,8 @@ async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceR
 
 
 def handle_token_ok(handle: ResourceRow, token: str) -> bool:
-    """Whether `token` is the handle's own (compared in constant time)."""
-    expected = handle.attributes.get("token") if handle.type == HANDLE else None
+    """Whether `token` is the handle's (or scaling policy's) own (compared in constant time)."""
+    expected = handle.attributes.get("token") if handle.type in (HANDLE, POLICY_TYPE) else None
     return isinstance(expected, str) and hmac.compare_digest(expected.encode(), token.encode())
 
 
@@ -139,7 +143,9 @@ class Signals:
         per_handle: int = 100,
         reason_chars: int = 255,
         gates: Gates | None = None,
+        scaler: Scaler | None = None,
     ) -> None:
+        self._scaler = scaler
         self._store = store
         self._outbox = outbox
         self._per_handle = per_handle
@@ -172,6 +178,13 @@ class Signals:
                 stack = await tx.stack(stack_id)
                 assert stack is not None  # the row is the stack's
                 await self._gates.clear_hook(tx, stack, handle, data["unset_hook"], fx)
+                ids = await fx.commit(tx)
+            elif handle.type == POLICY_TYPE and self._scaler is not None:
+                stack = await tx.stack(stack_id)
+                assert stack is not None  # the row is the stack's
+                if handle.action in NO_SIGNAL_ACTIONS or handle.physical_id is None:
+                    raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
+                await self._scaler.signal(tx, stack, handle, data, fx)
                 ids = await fx.commit(tx)
             else:
                 ids = await self._signal_handle(tx, stack_id, name, handle, data, fx)

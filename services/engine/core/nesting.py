@@ -31,6 +31,13 @@ new size out of each batch, but never fewer than one in it) and each member
 of a batch `depends_on` every member of the batch before, so the child's
 convergence works on one batch at a time (`batches`). `pause_time` is the
 wait before each batch after the first (`BATCH_PAUSE_SECTION`).
+
+An AutoScalingGroup's child is built the same way from its `resource`, sized
+by `core.scaling` (`scaling_template`): its members oldest first, the next
+unused index and the desired_capacity its size came from (`ScalingState`)
+are an output of its child template, so they come back with the group's
+attributes and the next goal starts from them; its `rolling_updates` orders
+the members of an update as a ResourceGroup's `rolling_update` does.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from services.engine.core.scaling import plan_members, size_after_update
 from services.engine.template import (
     DEFAULT_LIMITS,
     Budget,
@@ -60,6 +68,8 @@ from services.engine.template.intrinsics import measure
 from services.engine.template.limits import SETTINGS
 from shared.errors import InvalidInput
 from shared.plugins.builtin.nested import (
+    AutoScalingGroup,
+    AutoScalingGroupProperties,
     GroupProperties,
     GroupUpdatePolicy,
     ResourceDefinition,
@@ -70,14 +80,20 @@ from shared.plugins.builtin.nested import NestedStack as _NestedStack
 
 STACK_TYPE = _NestedStack.type_name
 GROUP_TYPE = ResourceGroup.type_name
-NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE})
+SCALING_TYPE = AutoScalingGroup.type_name
+NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE})
+#: Outputs of an AutoScalingGroup's child template keeping its state (see `ScalingState`).
+SCALING_STATE_OUTPUT = "converge_scaling_state"
+#: A scaling policy's cooldown record (`core.scaling.Cooldown`), on its row's attributes.
+COOLDOWN_ATTRIBUTE = "converge_cooldown"
 #: Recorded with a nested resource's properties; never passed to the child.
 GOAL_KEY = "converge:nested_goal"
 #: The template version of a group's generated child template.
 GROUP_TEMPLATE_VERSION = "2016-10-14"
 _NAME_LIMIT = 200  # child stack names stay well under the API's limits
 _NO_DEFINITION = ResourceDefinition(type="OS::Heat::None")  # a group whose definition is not known yet
-M = TypeVar("M", StackProperties, GroupProperties)
+_NO_INDEX_VAR = "\x00no index\x00"  # an AutoScalingGroup's members are copies: nothing is replaced
+M = TypeVar("M", StackProperties, GroupProperties, AutoScalingGroupProperties)
 
 
 def is_nested(type_name: str) -> bool:
@@ -224,6 +240,8 @@ def child_goal(
     resource_name: str | None = None,
     facade: Mapping[str, Any] | None = None,
     creating: bool = False,
+    scaling: ScalingState | None = None,
+    failed: Sequence[str] = (),
 ) -> ChildGoal:
     """The goal of the child stack of a resource of `type_name` with `properties`.
 
@@ -236,7 +254,9 @@ def child_goal(
     says whether the child is being created (its `update_policy`, from `facade`,
     then orders the members by `batch_create`, else by `rolling_update`); its size is
     checked against `limits` before anything is built, and building it is
-    charged to `budget` (by default one of `limits`).
+    charged to `budget` (by default one of `limits`). For an AutoScalingGroup,
+    `scaling` is its state after its last operation (None: it has none yet)
+    and `failed` the names of its failed members (removed first).
     Raises `NestedInvalid` when the properties cannot make a child.
     """
     env = child_environment(environment, resource_name)
@@ -259,6 +279,10 @@ def child_goal(
         template = group_template(group, plan, budget if budget is not None else Budget(limits), order)
         if pause > 0 and len(order) > 1:
             env[BATCH_PAUSE_SECTION] = {"seconds": pause, "members": [m for b in order[1:] for m in b]}
+        return ChildGoal(template, env, {}, dict(files), timeout_mins)
+    if type_name == SCALING_TYPE:
+        scaled = _validated(AutoScalingGroupProperties, props, type_name)
+        template = scaling_template(scaled, scaling, failed, limits, budget or Budget(limits), creating)
         return ChildGoal(template, env, {}, dict(files), timeout_mins)
     if is_template_reference(type_name):
         content = files.get(type_name)
@@ -438,6 +462,116 @@ def _substitute(value: Any, variable: str, index: str) -> Any:
     return value
 
 
+# -- autoscaling groups ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScalingState:
+    """What an AutoScalingGroup keeps between operations (an output of its child
+    template, so it comes back with the group's attributes): its members oldest
+    first, the next unused member index, and the desired_capacity its size last
+    came from."""
+
+    members: tuple[str, ...]
+    next_index: int
+    desired: int | None
+    size: int  # the size last decided (a scaling signal sets it before the child follows)
+    cooldown: Mapping[str, Any] | None = None  # the group's cooldown record (`core.scaling.Cooldown`)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "members": list(self.members),
+            "next_index": self.next_index,
+            "desired": self.desired,
+            "size": self.size,
+            "cooldown": dict(self.cooldown) if self.cooldown is not None else None,
+        }
+
+    @classmethod
+    def read(cls, raw: Any) -> ScalingState | None:
+        """The state in `raw` (None when there is none or it is unreadable)."""
+        if not isinstance(raw, Mapping):
+            return None
+        members, index, desired = raw.get("members"), raw.get("next_index"), raw.get("desired")
+        if not isinstance(members, list) or not isinstance(index, int) or isinstance(index, bool):
+            return None
+        if desired is not None and (not isinstance(desired, int) or isinstance(desired, bool)):
+            return None
+        size = raw.get("size", len(members))
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return None
+        cooldown = raw.get("cooldown")
+        return cls(
+            tuple(str(m) for m in members),
+            index,
+            desired,
+            size,
+            dict(cooldown) if isinstance(cooldown, Mapping) else None,
+        )
+
+
+def scaling_state(attributes: Mapping[str, Any]) -> ScalingState | None:
+    """An AutoScalingGroup's state, from its recorded attributes."""
+    return ScalingState.read(attributes.get(SCALING_STATE_OUTPUT))
+
+
+def scaling_template(
+    group: AutoScalingGroupProperties,
+    state: ScalingState | None,
+    failed: Sequence[str],
+    limits: TemplateLimits,
+    budget: Budget,
+    creating: bool,
+) -> dict[str, Any]:
+    """An AutoScalingGroup's child template: the members its size gives (the size it
+    had, unless desired_capacity changed; see `scaling.size_after_update`), survivors
+    keeping their names, new members named after every name used before, failed and
+    then the oldest members removed first. When the child is updated, its members
+    are replaced in `rolling_updates` batches. Its state is an output."""
+    size = size_after_update(
+        state.size if state is not None else None,
+        old_desired=state.desired if state is not None else None,
+        new_desired=group.desired_capacity,
+        min_size=group.min_size,
+        max_size=group.max_size,
+    )
+    sized = GroupProperties.model_construct(count=size, resource_def=group.resource, index_var=_NO_INDEX_VAR)
+    problem = check_group(sized, limits)
+    if problem is not None:
+        raise NestedInvalid(f"{SCALING_TYPE} size {size}: {problem.partition(': ')[2]}")
+    plan = plan_members(
+        state.members if state is not None else (),
+        size,
+        failed=failed,
+        next_index=state.next_index if state is not None else 0,
+    )
+    desired = (
+        group.desired_capacity if group.desired_capacity is not None else (state.desired if state else None)
+    )
+    kept = ScalingState(plan.members, plan.next_index, desired, size, state.cooldown if state else None)
+    rolling = {"rolling_update": group.rolling_updates.model_dump()}
+    order, _ = batches(rolling, plan.members, creating=creating)
+    template = group_template(sized, GroupPlan(plan.members, ()), budget, order)
+    template["outputs"] = {SCALING_STATE_OUTPUT: {"value": kept.as_dict()}}
+    return template
+
+
+def scaling_attributes(members: Sequence[Member], state: ScalingState | None) -> dict[str, Any]:
+    """An AutoScalingGroup's attributes from its members, oldest first (see
+    `AutoScalingGroup.attributes`), and its state."""
+    order = {name: i for i, name in enumerate(state.members if state is not None else ())}
+    ordered = sorted(members, key=lambda m: (order.get(m.name, len(order)), _index(m.name)))
+    keys = list(dict.fromkeys(k for m in ordered for k in m.attributes))
+    return {
+        "current_size": len(ordered),
+        "refs": [m.reference_id for m in ordered],
+        "refs_map": {m.name: m.reference_id for m in ordered},
+        "outputs": {k: {m.name: m.attributes.get(k) for m in ordered} for k in keys},
+        "outputs_list": {k: [m.attributes.get(k) for m in ordered] for k in keys},
+        SCALING_STATE_OUTPUT: state.as_dict() if state is not None else None,
+    }
+
+
 @dataclass(frozen=True)
 class Member:
     name: str
@@ -509,6 +643,8 @@ def child_attributes(
 ) -> dict[str, Any]:
     """The attributes a nested resource of `type_name` takes from its child."""
     values = output_values(outputs)
+    if type_name == SCALING_TYPE:
+        return scaling_attributes(members, ScalingState.read(values.get(SCALING_STATE_OUTPUT)))
     if type_name == GROUP_TYPE:
         removed = values.get("removed_rsrc_list")
         return group_attributes(members, [str(r) for r in removed] if isinstance(removed, list) else [])

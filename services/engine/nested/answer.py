@@ -10,6 +10,8 @@ attributes from the child's outputs (a group's from its members). The
 parent's job id is taken off the child row as it is answered, so each job is
 answered once; a job the parent no longer waits for is not answered at all.
 The end of a SNAPSHOT action also ends its snapshot here (`snapshotting`).
+An AutoScalingGroup's child update begun by a scaling signal answers no job:
+its end gives the group its new attributes (`_rescaled`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ from typing import Any
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
-from services.engine.core.nesting import GROUP_TYPE, Member, child_attributes, is_nested
+from services.engine.core.nesting import (
+    GROUP_TYPE,
+    SCALING_TYPE,
+    Member,
+    child_attributes,
+    is_nested,
+    scaling_state,
+)
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
@@ -67,8 +76,9 @@ class Answers:
         if stack.owner_resource_id is None:
             return  # a top-level stack: nobody to answer
         job_id = await tx.take_owner_job(stack.stack_id)
-        if job_id is None:
-            return  # answered already, or started directly (not by a parent job)
+        if job_id is None:  # answered already, or started directly (not by a parent job)
+            await self._rescaled(tx, stack, status, fx, definition)
+            return
         row = await tx.resource(stack.owner_resource_id)
         if row is None or row.current_job != job_id or row.traversal_id is None:
             log.info("nested_answer_unwanted", child=str(stack.stack_id), job_id=job_id)
@@ -107,6 +117,29 @@ class Answers:
             outcome="complete" if complete else "failed",
         )
 
+    async def _rescaled(
+        self, tx: Tx, stack: StackRow, status: Status, fx: Effects, definition: StackDefinition | None
+    ) -> None:
+        """An AutoScalingGroup's child ended an update a scaling signal began: the group
+        takes its new attributes (current_size, refs, ...), unless a newer signal has
+        decided another size since (its own update will end later and refresh them) or
+        the group's row changed meanwhile (its operation takes them)."""
+        if status is not Status.COMPLETE or stack.action is not Action.UPDATE:
+            return
+        assert stack.owner_resource_id is not None
+        row = await tx.resource(stack.owner_resource_id)
+        if row is None or row.type != SCALING_TYPE or row.current_job is not None:
+            return
+        attributes = await self._attributes(tx, stack, row.type, definition)
+        decided, reached = scaling_state(row.attributes), scaling_state(attributes)
+        if decided is not None and reached is not None and decided.size != reached.size:
+            return
+        if not await tx.update_resource(row, attributes=attributes):
+            log.info("scaled_attributes_skipped", resource=row.name)
+            return
+        size = attributes.get("current_size")
+        fx.event(row.stack_id, row.name, row.physical_id, row.type, "SCALE", "COMPLETE", f"size {size}")
+
     async def _attributes(
         self, tx: Tx, child: StackRow, owner_type: str, definition: StackDefinition | None
     ) -> dict[str, Any]:
@@ -122,7 +155,7 @@ class Answers:
                 data[name] = reference_data(r, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
-            if owner_type == GROUP_TYPE
+            if owner_type in (GROUP_TYPE, SCALING_TYPE)
             else []
         )
         return child_attributes(

@@ -23,6 +23,9 @@ tree's lock, before any row is created) is answered FAILED with the reason,
 naming the resource. The goal is computed, parsed and validated in the
 template pool (`goals.load_child_goal`), off the event loop.
 
+`rescale` updates an AutoScalingGroup's child to the size a scaling signal
+recorded on the group (`services.engine.scaling`), answering no job.
+
 `cancel` stops the child operation answering one job (as a cancel without
 rollback does) and cancels its own children the same way.
 """
@@ -38,11 +41,13 @@ import structlog
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import (
     GROUP_TYPE,
+    SCALING_TYPE,
     ChildGoal,
     NestedInvalid,
     child_name,
     facade_of,
     removed_names,
+    scaling_state,
 )
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.definitions import DefinitionCache, identity_of
@@ -111,6 +116,41 @@ class Children:
             _answer(fx, parent, row, job, JobOutcome.COMPLETE, physical_id=row.physical_id)
         else:
             await self._converge(tx, parent, row, child, job, fx)
+
+    async def rescale(self, tx: Tx, parent: StackRow, row: ResourceRow, fx: Effects) -> None:
+        """Update the child of AutoScalingGroup `row` to the size its row now records (a
+        scaling policy's signal decided it): as the group's own update would, answering
+        no job, and preempting whatever the child was doing (so rapid signals converge on
+        the last). Raises `InvalidInput` when the goal cannot be built, `ConflictError`
+        when the child is not there yet."""
+        child = await owned_child(tx, parent, row)
+        if child is None or child.current_template_id is None:
+            raise ConflictError(f"the nested stack of {row.name} does not exist yet")
+        goal, template, definition = await self._goal(
+            tx, parent, row, child, child, properties=row.properties or {}
+        )
+        refusal = await self._limit_refusal(tx, parent, child, len(definition.resources))
+        if refusal is not None:
+            raise InvalidInput(f"resource {row.name} of stack {parent.name} cannot scale: {refusal}")
+        existing = await tx.claim_resources(child.stack_id)
+        locked = await tx.stack(child.stack_id, lock=True)
+        if locked is None:
+            raise ConflictError(f"nested stack {child.stack_id} went away while scaling it")
+        await tx.set_owner_job(child.stack_id, None)
+        log.info("nested_rescale", child=str(child.stack_id), resource=row.name)
+        template_id = await self._store_goal(
+            tx, locked, definition, template, goal.environment, goal.parameters, goal.files
+        )
+        await begin_traversal(
+            tx,
+            locked,
+            template_id=template_id,
+            definition=definition,
+            action=Action.UPDATE,
+            fx=fx,
+            existing=existing,
+            answers=self._answers,
+        )
 
     async def _claim(
         self, tx: Tx, child: StackRow, job: NestedStackJob
@@ -263,9 +303,17 @@ class Children:
         return refusal
 
     async def _goal(
-        self, tx: Tx, parent: StackRow, row: ResourceRow, child: StackRow | None, draft: StackRow
+        self,
+        tx: Tx,
+        parent: StackRow,
+        row: ResourceRow,
+        child: StackRow | None,
+        draft: StackRow,
+        *,
+        properties: Mapping[str, Any] | None = None,
     ) -> tuple[ChildGoal, dict[str, Any], StackDefinition]:
-        """The child's goal, its template as a document, and its validated definition."""
+        """The child's goal, its template as a document, and its validated definition
+        (from `properties`, by default those of the resource's job)."""
         template_id = row.job_template_id or parent.current_template_id
         record = await tx.template(template_id) if template_id is not None else None
         if record is None:
@@ -277,15 +325,18 @@ class Children:
             parent_goal.update_policy if parent_goal is not None else {},
         )
         members: dict[str, str] = {}
-        if row.type == GROUP_TYPE and child is not None:
+        failed: list[str] = []
+        if row.type in (GROUP_TYPE, SCALING_TYPE) and child is not None:
             for member in await tx.resources(child.stack_id):
                 ref = reference_data(member, self._types).reference_id
                 if member.replaced_by is None and ref is not None:
                     members[ref] = member.name
+                if member.replaced_by is None and member.status is Status.FAILED:
+                    failed.append(member.name)
         goal, definition = await self._templates.run(
             load_child_goal,
             row.type,
-            row.job_properties or {},
+            properties if properties is not None else (row.job_properties or {}),
             environment=record.environment,
             files=record.files,
             timeout_mins=parent.timeout_mins,
@@ -298,6 +349,8 @@ class Children:
             facade=facade,
             constraints=self._constraints,
             creating=child is None,
+            scaling=scaling_state(row.attributes) if row.type == SCALING_TYPE else None,
+            failed=failed,
         )
         assert isinstance(goal.template, dict)
         return goal, goal.template, definition

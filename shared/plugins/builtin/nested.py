@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from shared.errors import PermanentError
@@ -182,5 +182,65 @@ class ResourceGroup(EngineRun):
         "attributes": "Map",
         "outputs": "Map",
         "removed_rsrc_list": "List",
+    }
+    support_version = "2014.1"
+
+
+class AutoScalingGroupProperties(Properties):
+    resource: ResourceDefinition = prop(
+        description="The definition of every member, as a resource in a HOT template."
+    )
+    max_size: int = prop(ge=0, description="The most members the group may have.")
+    min_size: int = prop(ge=0, description="The fewest members the group may have.")
+    desired_capacity: int | None = prop(
+        None,
+        ge=0,
+        description="The number of members (unset: min_size when created, else the size the group has).",
+    )
+    cooldown: int | None = prop(
+        None, description="Seconds after a scaling during which the group does not scale."
+    )
+    rolling_updates: RollingUpdate = prop(
+        RollingUpdate(), description="How members are replaced when the resource definition changes."
+    )
+
+    @model_validator(mode="after")
+    def _sizes(self) -> AutoScalingGroupProperties:
+        if self.max_size < self.min_size:
+            raise PydanticCustomError(
+                "sizes",
+                "min_size ({min}) can not be greater than max_size ({max})",
+                {"min": self.min_size, "max": self.max_size},
+            )
+        wanted = self.desired_capacity
+        if wanted is not None and not self.min_size <= wanted <= self.max_size:
+            raise PydanticCustomError(
+                "sizes",
+                "desired_capacity ({wanted}) must be between min_size ({min}) and max_size ({max})",
+                {"wanted": wanted, "min": self.min_size, "max": self.max_size},
+            )
+        return self
+
+
+class AutoScalingGroup(EngineRun):
+    type_name = "OS::Heat::AutoScalingGroup"
+    description = (
+        "A group of identical members (resource) in a nested stack, sized between min_size and "
+        "max_size; shrinking removes failed members first, then the oldest."
+    )
+    properties = AutoScalingGroupProperties
+    attributes = {
+        "current_size": "The number of members.",
+        "refs": "The members' reference ids, oldest first.",
+        "refs_map": "Member name -> reference id.",
+        "outputs": "outputs.<name>: member name -> that member's attribute <name>.",
+        "outputs_list": "outputs_list.<name>: that attribute of every member, oldest first.",
+    }
+    attribute_types = {
+        "current_size": "Integer",
+        "refs": "List",
+        "refs_map": "Map",
+        "outputs": "Map",
+        "outputs_list": "Map",
     }
     support_version = "2014.1"
