@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install browser up cluster cluster-clean test test-long gabbits lint check bench clean
+.PHONY: install browser up cluster cluster-clean test test-long gabbits lint check bench bench-quick clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: Converge needs Python 3.11 or newer, and found none" \
@@ -77,6 +77,13 @@ BENCH_ARGS ?=
 
 bench: install
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Under two minutes: create/update/delete rates of a 2,000-resource layered stack and the
+# preemption latency, both modes, beside the last committed bench/results/quick-latest.json
+# (commit the rewritten file with your change). Same-run A/B against another checkout:
+# `make bench-quick BENCH_ARGS='--against ../other-checkout'` (bench/quick.py).
+bench-quick: install
+	$(BIN)/python -m bench.quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -88,12 +88,15 @@ def machine() -> dict[str, Any]:
     }
 
 
-def commit() -> str:
+def commit(checkout: Path | None = None) -> str:
+    """The checkout's (default: the current directory's) short commit, `-dirty` if changed."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=checkout
         )
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], capture_output=True, text=True, check=True, cwd=checkout
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

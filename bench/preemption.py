@@ -58,9 +58,11 @@ async def _first_check(system: System, stack: Stack, traversal: uuid.UUID, *, ti
     return None
 
 
-async def _sample(system: System, stack: Stack, generation: int, n: int) -> tuple[float, float] | None:
+async def _sample(
+    system: System, stack: Stack, generation: int, n: int, wait: float
+) -> tuple[float, float] | None:
     """(ms from request to first check, ms until the API accepted) for one update."""
-    body = json.dumps({"template": templates.layered(n, generation=generation)})
+    body = json.dumps({"template": templates.layered(n, generation=generation, wait=wait)})
     sent = time.time()
     accepted = await system.update(stack, body)
     traversal = await system.pool.fetchval(
@@ -72,31 +74,42 @@ async def _sample(system: System, stack: Stack, generation: int, n: int) -> tupl
     return (first - sent) * 1000, accepted * 1000
 
 
-async def _measure(mode: str, n: int, options: Options) -> list[Row]:
+async def samples(
+    system: System, n: int, repeats: int, *, gap: float = GAP, wait: float = 0.0
+) -> tuple[list[float], list[float], int]:
+    """`repeats` updates of running n-resource creates on `system`, `gap` seconds apart:
+    (ms to the first check of each, ms until the API accepted each, updates never checked).
+    `wait`: seconds each resource's create takes (a small stack otherwise ends before the
+    first update). Gives up after `repeats` + 3 stacks that each ended before an update."""
     latencies: list[float] = []
     accepts: list[float] = []
     missed = 0
+    stacks = 0
+    while len(latencies) + missed < repeats and stacks < repeats + 3:
+        stacks += 1
+        stack, _ = await system.create(f"preempted-{stacks}", templates.layered(n, wait=wait))
+        await asyncio.sleep(gap)
+        generation = 2
+        while len(latencies) + missed < repeats:
+            status = await system.pool.fetchval(
+                "SELECT status FROM stacks WHERE stack_id = $1", stack.stack_id
+            )
+            if status != "IN_PROGRESS":
+                break  # finished before the next update: start another create
+            sample = await _sample(system, stack, generation, n, wait)
+            generation += 1
+            if sample is None:
+                missed += 1
+            else:
+                latencies.append(sample[0])
+                accepts.append(sample[1])
+            await asyncio.sleep(gap)
+    return latencies, accepts, missed
+
+
+async def _measure(mode: str, n: int, options: Options) -> list[Row]:
     async with running(mode, options) as system:
-        stacks = 0
-        while len(latencies) + missed < options.repeats:
-            stacks += 1
-            stack, _ = await system.create(f"preempted-{stacks}", templates.layered(n))
-            await asyncio.sleep(GAP)
-            generation = 2
-            while len(latencies) + missed < options.repeats:
-                status = await system.pool.fetchval(
-                    "SELECT status FROM stacks WHERE stack_id = $1", stack.stack_id
-                )
-                if status != "IN_PROGRESS":
-                    break  # finished before the next update: start another create
-                sample = await _sample(system, stack, generation, n)
-                generation += 1
-                if sample is None:
-                    missed += 1
-                else:
-                    latencies.append(sample[0])
-                    accepts.append(sample[1])
-                await asyncio.sleep(GAP)
+        latencies, accepts, missed = await samples(system, n, options.repeats)
     label = f"{n // 1000}k" if n % 1000 == 0 else str(n)
     if not latencies:
         return [row(f"update during a {label} create: first check", None, "ms", mode=mode, note="no sample")]

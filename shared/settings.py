@@ -7,6 +7,7 @@ stops the service at start with one line naming the variable (exit code 2).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -80,6 +81,13 @@ PROTECTED_PORTS_HELP = (
 )
 
 
+EventLoop = Literal["auto", "uvloop", "asyncio"]
+
+
+def uvloop_available() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
 class CommonSettings(BaseSettings):
     """Settings every service shares."""
 
@@ -123,6 +131,18 @@ class CommonSettings(BaseSettings):
         description="At start-up, how long to keep trying to reach RabbitMQ and PostgreSQL "
         "before giving up (seconds).",
     )
+    event_loop: EventLoop = Field(
+        "auto",
+        description="The asyncio event loop the process runs on: uvloop (faster sockets and "
+        "timers), asyncio (the standard library's), or auto = uvloop where it is installed.",
+    )
+
+    @field_validator("event_loop")
+    @classmethod
+    def _loop_installed(cls, value: str) -> str:
+        if value == "uvloop" and not uvloop_available():
+            raise ValueError("uvloop is not installed here (pip install uvloop), or choose auto or asyncio")
+        return value
 
     @field_validator("amqp_url")
     @classmethod

@@ -59,7 +59,11 @@ class Options:
     profile: bool = True
     #: Where the JSON and Markdown results go ("": bench/results).
     results: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
+    #: Where the services' console scripts are ("": this checkout's, beside the running Python);
+    #: another checkout's `.venv/bin` runs that checkout's code, for A/B runs (bench/quick.py).
+    bin_dir: str = ""
+    #: Extra environment of every service process (e.g. `CONVERGE_EVENT_LOOP` for an A/B run).
+    service_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_environment(cls, **overrides: Any) -> Options:

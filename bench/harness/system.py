@@ -74,12 +74,13 @@ class Service:
     env: dict[str, str]
     port: int
     log_path: Path
+    bin_dir: Path = BIN
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(BIN / self.argv[0]), *self.argv[1:]],
+                [str(self.bin_dir / self.argv[0]), *self.argv[1:]],
                 env={**os.environ, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -296,7 +297,13 @@ def _common_env(database_url: str, prefix: str, options: Options) -> dict[str, s
         "CONVERGE_AMQP_URL": options.amqp_url,
         "CONVERGE_DRAIN_SECONDS": "3",
         "CONVERGE_HTTP_ALLOWED_HOSTS": "127.0.0.1",
+        **options.service_env,
     }
+
+
+def bin_dir(options: Options) -> Path:
+    """The directory of the console scripts the services run from."""
+    return Path(options.bin_dir) if options.bin_dir else BIN
 
 
 def _services(mode: str, database_url: str, prefix: str, options: Options, logs: Path) -> list[Service]:
@@ -312,7 +319,7 @@ def _services(mode: str, database_url: str, prefix: str, options: Options, logs:
         port = free_port()
         env = {**engine_env, "CONVERGE_API_PORT": str(port), "CONVERGE_DATA_DIR": str(logs / "data")}
         env["CONVERGE_AMQP_URL"] = ""  # the in-process bus
-        return [Service("up", ["converge", "up"], env, port, logs / "up.log")]
+        return [Service("up", ["converge", "up"], env, port, logs / "up.log", bin_dir(options))]
     services = []
     letters = "abcdefghij"
     for kind, count in (
@@ -327,7 +334,9 @@ def _services(mode: str, database_url: str, prefix: str, options: Options, logs:
             else:
                 env = {**common, "CONVERGE_HEALTH_PORT": str(port)}
             name = f"{kind}-{letter}"
-            services.append(Service(name, [f"converge-{kind}"], env, port, logs / f"{name}.log"))
+            services.append(
+                Service(name, [f"converge-{kind}"], env, port, logs / f"{name}.log", bin_dir(options))
+            )
     return services
 
 
@@ -362,7 +371,7 @@ async def running(mode: str, options: Options) -> AsyncIterator[System]:
     try:
         migrate = await asyncio.to_thread(
             subprocess.run,
-            [str(BIN / "converge-engine"), "migrate"],
+            [str(bin_dir(options) / "converge-engine"), "migrate"],
             env={
                 **os.environ,
                 **_common_env(database_url, prefix, options),

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from services.cli.up import up
 
     try:
-        return run_service(lambda stop: up(settings, stop), name="up")
+        return run_service(lambda stop: up(settings, stop), name="up", event_loop=settings.event_loop)
     except OSError as exc:  # the port was taken between the check above and the bind
         if exc.errno != errno.EADDRINUSE:
             raise

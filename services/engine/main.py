@@ -123,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(EngineSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     if args.command == "migrate":
-        return run_service(lambda _stop: migrate_only(settings), name="engine")
-    return run_service(lambda stop: serve(settings, stop), name="engine")
+        return run_service(
+            lambda _stop: migrate_only(settings), name="engine", event_loop=settings.event_loop
+        )
+    return run_service(lambda stop: serve(settings, stop), name="engine", event_loop=settings.event_loop)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def main() -> int:
             ),
         ),
         name="observer",
+        event_loop=settings.event_loop,
     )
 
 

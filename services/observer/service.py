@@ -2,8 +2,9 @@
 
 Each `ObserveRequest` is watched by the one observer that took it; the
 message stays unacknowledged while it watches, so if this observer dies the
-broker hands the request to another. The outcome is published to the engine
-before the request is acknowledged. When the observer drains, its watches
+broker hands the request to another. The outcome is the handler's reply: the
+bus publishes it to the engine (batched with other handlers' replies) before
+the request is acknowledged. When the observer drains, its watches
 are abandoned at once (requeued, not failed): another observer resumes them.
 An `ObserveResource` (a round of a stack under observation, or an update with
 `converge: true` whose check waits for it) is looked at once and what was
@@ -26,7 +27,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.observer.completion import DEFAULT_POLL, PollPolicy, look, watch
-from shared.bus import Bus, Delivery
+from shared.bus import Bus, Delivery, Outgoing
 from shared.errors import Abandoned
 from shared.host import Consumption
 from shared.messages import Codec, Message
@@ -137,7 +138,7 @@ class ObserverService:
             for job_id, w in sorted(self._watches.items(), key=lambda item: item[1].since)
         ]
 
-    async def notified(self, message: Message, delivery: Delivery) -> None:
+    async def notified(self, message: Message, delivery: Delivery) -> Sequence[Outgoing]:
         """A provider says one of its resources changed: wake a watch of it here at once,
         and tell the engine, which looks at it now if its stack is under observation."""
         assert isinstance(message, ProviderNotification)
@@ -157,7 +158,8 @@ class ObserverService:
             changed = ResourceChanged(
                 id=f"{message.id}:changed", provider=message.provider, physical_id=message.physical_id
             )
-            await self._bus.publish(ENGINE_QUEUE, changed)
+            return [Outgoing(ENGINE_QUEUE, changed)]
+        return []
 
     async def _watch_unless_stopping(self, message: ObserveRequest, log: Any) -> JobResult:
         """Watching is resumable: when this observer stops, another one takes over."""
@@ -181,10 +183,11 @@ class ObserverService:
             raise Abandoned("observer is stopping")
         return watching.result()
 
-    async def handle(self, message: Message, delivery: Delivery) -> None:
+    async def handle(self, message: Message, delivery: Delivery) -> Sequence[Outgoing]:
+        """Watch a job's resource until it settles, or look at one resource once; the
+        outcome is the reply (published by the bus in a batch, then the request acked)."""
         if isinstance(message, ObserveResource):
-            await self._look(message)
-            return
+            return await self._look(message)
         assert isinstance(message, ObserveRequest)
         job = message.job
         with structlog.contextvars.bound_contextvars(
@@ -204,9 +207,9 @@ class ObserverService:
                 self._metrics.watching.dec()
             self._metrics.settled.labels(result.outcome.value).inc()
             log.debug("settled", outcome=result.outcome.value, reason=result.reason or None)
-            await self._bus.publish(job.reply_to, result)
+            return [Outgoing(job.reply_to, result)]
 
-    async def _look(self, message: ObserveResource) -> None:
+    async def _look(self, message: ObserveResource) -> list[Outgoing]:
         job = message.job
         with structlog.contextvars.bound_contextvars(
             stack_id=job.stack_id, resource=job.resource_name, cycle=message.cycle
@@ -216,5 +219,4 @@ class ObserverService:
             self._metrics.looked.labels("reported" if seen is not None else "unobservable").inc()
             if seen is None and message.gate_node is not None and message.job.physical_id is not None:
                 seen = ResourceObserved.unobserved(message)  # a check waits for an answer
-            if seen is not None:
-                await self._bus.publish(job.reply_to, seen)
+            return [] if seen is None else [Outgoing(job.reply_to, seen)]

@@ -82,7 +82,7 @@ async def serve(settings: SandboxSettings, stop: asyncio.Event) -> None:
 def main() -> int:
     settings = load_settings(SandboxSettings, program=PROGRAM)
     configure_logging(level=settings.log_level, fmt=settings.log_format)
-    return run_service(lambda stop: serve(settings, stop), name="sandbox")
+    return run_service(lambda stop: serve(settings, stop), name="sandbox", event_loop=settings.event_loop)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ def main() -> int:
             ),
         ),
         name="worker",
+        event_loop=settings.event_loop,
     )
 
 

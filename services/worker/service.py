@@ -1,20 +1,24 @@
 """The worker's handler: one `ResourceJob` in, one `JobResult` out.
 
-Binds the job's identity to the log context, runs the job (`runner.py`),
-publishes the result to the engine and only then lets the bus acknowledge
-the job. Hosted by `converge-worker` and by `converge up` alike.
+Binds the job's identity to the log context, runs the job (`runner.py`) and
+returns the result as its reply: the bus publishes it to the engine, batched
+with the results of the other jobs that finish meanwhile (one confirm wait per
+batch), and only then acknowledges the job. Jobs run concurrently up to the
+prefetch (`CONVERGE_WORKER_CONCURRENCY`). Hosted by `converge-worker` and by
+`converge up` alike.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.worker.runner import run_job
-from shared.bus import Bus, Delivery
+from shared.bus import Bus, Delivery, Outgoing
 from shared.host import Consumption
 from shared.messages import Codec, Message
 from shared.plugins.runtime import PluginRuntime
@@ -50,7 +54,7 @@ class WorkerService:
     def admin_routes(self) -> list[web.RouteDef]:
         return []  # pause/resume come with every hosted service (shared.host)
 
-    async def handle(self, message: Message, delivery: Delivery) -> None:
+    async def handle(self, message: Message, delivery: Delivery) -> Sequence[Outgoing]:
         assert isinstance(message, ResourceJob)
         job = message
         with structlog.contextvars.bound_contextvars(
@@ -79,4 +83,4 @@ class WorkerService:
                 reason=result.reason or None,
                 seconds=round(elapsed, 3),
             )
-            await self._bus.publish(job.reply_to, result)
+            return [Outgoing(job.reply_to, result)]

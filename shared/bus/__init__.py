@@ -7,7 +7,10 @@ Semantics, identical in both (one shared test suite proves it):
 - `publish(queue, message)` returns once the message is safely queued
   (publisher confirm on AMQP);
 - `consume(queue, handler, prefetch=N)` runs up to N handlers at once; a
-  message is acknowledged only after its handler returns;
+  message is acknowledged only after its handler returns, and after the
+  messages the handler returned (`Outgoing`, its replies) are safely queued:
+  replies of handlers that finish together are published as one batch with
+  one confirm wait, and their deliveries acknowledged after it;
 - a handler exception means redelivery; after `max_deliveries` failed
   deliveries the message goes to the queue's dead-letter queue with the error;
 - a body that cannot be decoded (unknown kind, malformed) is dead-lettered at
@@ -16,6 +19,6 @@ Semantics, identical in both (one shared test suite proves it):
   and are acknowledged.
 """
 
-from shared.bus.base import Bus, DeadLetter, Delivery, Handler, Subscription
+from shared.bus.base import Bus, DeadLetter, Delivery, Handler, Outgoing, Subscription
 
-__all__ = ["Bus", "DeadLetter", "Delivery", "Handler", "Subscription"]
+__all__ = ["Bus", "DeadLetter", "Delivery", "Handler", "Outgoing", "Subscription"]

@@ -8,7 +8,12 @@ Topology, every name prefixed with the queue prefix `P`:
 - exchange `P.dead-letter` (direct) and queue `P.<name>.dead` bound to it with
   routing key `<name>`; handler failures land there with `x-converge-error`.
 Messages are persistent and published with publisher confirms (mandatory, so
-an unroutable message is an error, never a silent drop). The connection is
+an unroutable message is an error, never a silent drop). A batch
+(`publish_batch`, and the replies handlers return) is written at once and
+its confirms awaited together under one timeout; the replies of handlers
+that finish while a batch is being confirmed go in the next one (group
+commit), and each delivery is acknowledged only after its replies are
+confirmed. The connection is
 robust: after a broker-side close it reconnects and restores channels,
 queues and consumers; a publish during the outage waits for the channel to
 come back, within `publish_timeout`.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aio_pika
@@ -31,8 +36,8 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
-from shared.bus.base import DeadLetter, Delivery, Handler
-from shared.bus.dispatch import Action, Verdict, dispatch
+from shared.bus.base import DeadLetter, Delivery, Handler, Outgoing
+from shared.bus.dispatch import Action, Verdict, dispatch, with_replies_published
 from shared.errors import BusError
 from shared.messages import Codec, Message
 from shared.waiting import keep_trying
@@ -47,6 +52,8 @@ POISON_DELIVERY_LIMIT = 20
 # Starting a consumer: how often to try, and how long one try may take.
 CONSUME_ATTEMPTS = 8
 CONSUME_ATTEMPT_SECONDS = 15.0
+# How long the broker may take to confirm one publish or one batch (seconds).
+CONFIRM_SECONDS = 10.0
 _RETRYABLE = (
     aiormq.exceptions.AMQPConnectionError,
     aiormq.exceptions.ChannelInvalidStateError,
@@ -165,7 +172,30 @@ class AmqpBus:
             await channel.close()
 
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
-        await asyncio.gather(*(self.publish(queue, m) for m in messages))
+        await self.publish_batch([Outgoing(queue, m) for m in messages])
+
+    async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
+        if not outgoing:
+            return
+        batch = [
+            (
+                self.queue_name(out.queue),
+                _amqp_message(out.message.encode(), message_id=out.message.id, kind=out.message.kind),
+            )
+            for out in outgoing
+        ]
+        queues = sorted({out.queue for out in outgoing})
+
+        async def send() -> None:
+            for queue in queues:
+                await self._ensure(queue)
+            exchange = self._publish_channel.default_exchange
+            async with asyncio.timeout(CONFIRM_SECONDS):
+                await asyncio.gather(
+                    *(exchange.publish(message, routing_key=key, timeout=None) for key, message in batch)
+                )
+
+        await self._retrying(", ".join(self.queue_name(q) for q in queues), send)
 
     async def _publish(
         self,
@@ -178,26 +208,29 @@ class AmqpBus:
         headers: dict[str, Any] | None = None,
         ensure: str | None = None,
     ) -> None:
-        amqp_message = aio_pika.Message(
-            body,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-            content_type="application/json",
-            message_id=message_id,
-            type=kind,
-            headers=headers or {},
-        )
+        amqp_message = _amqp_message(body, message_id=message_id, kind=kind, headers=headers)
+
+        async def send() -> None:
+            if ensure is not None:
+                await self._ensure(ensure)
+            exchange = (
+                self._publish_channel.default_exchange
+                if not exchange_name
+                else await self._publish_channel.get_exchange(exchange_name, ensure=False)
+            )
+            await exchange.publish(amqp_message, routing_key=routing_key, timeout=CONFIRM_SECONDS)
+
+        await self._retrying(routing_key, send)
+
+    async def _retrying(self, routing_key: str, send: Callable[[], Awaitable[None]]) -> None:
+        """`send` until the broker confirms, trying again while the connection is being
+        restored, for up to `publish_timeout` (a retried batch may be published twice:
+        receivers are idempotent)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._publish_timeout
         while True:
             try:
-                if ensure is not None:
-                    await self._ensure(ensure)
-                exchange = (
-                    self._publish_channel.default_exchange
-                    if not exchange_name
-                    else await self._publish_channel.get_exchange(exchange_name, ensure=False)
-                )
-                await exchange.publish(amqp_message, routing_key=routing_key, timeout=10)
+                await send()
                 return
             except aio_pika.exceptions.DeliveryError as exc:
                 raise BusError(f"broker refused message for {routing_key}: {exc}") from exc
@@ -292,6 +325,7 @@ class AmqpSubscription:
         self._amqp_queue, self._handler = amqp_queue, handler
         self._inflight: set[asyncio.Task[None]] = set()
         self._tag: str | None = None
+        self._replies = _ReplyBatches(bus, queue)
 
     async def start(self) -> None:
         self._tag = await self._amqp_queue.consume(self._on_message)
@@ -312,6 +346,9 @@ class AmqpSubscription:
             codec=self._codec,
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
+        )
+        verdict = await with_replies_published(
+            verdict, delivery, publish=self._replies.publish, max_deliveries=self._bus._max_deliveries
         )
         await self._settle(incoming, verdict)
 
@@ -339,6 +376,56 @@ class AmqpSubscription:
         if self._inflight:
             await asyncio.wait(list(self._inflight))
         await self._channel.close()
+
+
+class _ReplyBatches:
+    """Handlers' replies, published in batches: one batch is being confirmed at a time;
+    replies that come meanwhile wait and go together in the next (group commit)."""
+
+    def __init__(self, bus: AmqpBus, queue: str) -> None:
+        self._bus, self._queue = bus, queue
+        self._waiting: list[tuple[Sequence[Outgoing], asyncio.Future[None]]] = []
+        self._sender: asyncio.Task[None] | None = None
+
+    async def publish(self, replies: Sequence[Outgoing]) -> None:
+        """Return once `replies` are confirmed, with the batch they went in; `BusError` if not."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append((replies, done))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send(), name=f"replies:{self._queue}")
+        await done
+
+    async def _send(self) -> None:
+        await asyncio.sleep(0)  # handlers finishing in this turn of the loop join the first batch
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await self._bus.publish_batch([reply for replies, _ in batch for reply in replies])
+            except BusError as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            except BaseException:  # cancelled (or a bug): nothing is acknowledged, all come again
+                for _, done in batch:
+                    done.cancel()
+                raise
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+
+def _amqp_message(
+    body: bytes, *, message_id: str | None, kind: str | None, headers: dict[str, Any] | None = None
+) -> aio_pika.Message:
+    return aio_pika.Message(
+        body,
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        content_type="application/json",
+        message_id=message_id,
+        type=kind,
+        headers=headers or {},
+    )
 
 
 def _error_of(incoming: AbstractIncomingMessage) -> str:

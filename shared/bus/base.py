@@ -18,7 +18,19 @@ class Delivery:
     redelivered: bool
 
 
-Handler = Callable[[Message, Delivery], Awaitable[None]]
+@dataclass(frozen=True)
+class Outgoing:
+    """A message a handler asks the bus to publish for it (to `queue`)."""
+
+    queue: str
+    message: Message
+
+
+#: A handler may return messages to publish (its replies): the bus publishes them,
+#: batched with other handlers' replies (one confirm wait for the batch), and acknowledges
+#: the delivery only once they are confirmed; if they cannot be published, the delivery
+#: is not acknowledged and comes again.
+Handler = Callable[[Message, Delivery], Awaitable[Sequence[Outgoing] | None]]
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,10 @@ class Bus(Protocol):
 
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
         """Queue several messages, waiting for all confirms together."""
+
+    async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
+        """Queue messages for any queues; returns once the broker has them all (one confirm
+        wait for the batch)."""
 
     async def publish_raw(self, queue: str, body: bytes) -> None:
         """Queue an already-encoded body, e.g. to replay a dead letter."""

@@ -1,7 +1,8 @@
 """What to do with one delivery: decode, run the handler, decide the verdict.
 
 Both bus implementations call `dispatch` for every delivery and then act on
-the verdict (ack, requeue, or dead-letter with the reason), so their
+the verdict (ack, requeue, or dead-letter with the reason; an ack may carry the
+replies the handler returned, published before the ack), so their
 semantics cannot drift apart. This is the outermost consumer boundary: the
 one place a handler's arbitrary exception is caught, logged and turned into
 redelivery or a dead letter. A handler that raises `Abandoned` (it is
@@ -12,13 +13,14 @@ unacknowledged, to be delivered again.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import structlog
 
-from shared.bus.base import Delivery, Handler
-from shared.errors import Abandoned, MessageRejected
+from shared.bus.base import Delivery, Handler, Outgoing
+from shared.errors import Abandoned, BusError, MessageRejected
 from shared.messages import Codec
 
 log = structlog.get_logger(__name__)
@@ -34,6 +36,8 @@ class Action(StrEnum):
 class Verdict:
     action: Action
     error: str = ""
+    #: ACK only: what the handler returned to publish before the delivery is acknowledged.
+    replies: Sequence[Outgoing] = ()
 
 
 ACK = Verdict(Action.ACK)
@@ -56,7 +60,7 @@ async def dispatch(
         return Verdict(Action.DEAD_LETTER, f"rejected: {exc}")
     with structlog.contextvars.bound_contextvars(message_id=message.id, kind=message.kind):
         try:
-            await handler(message, delivery)
+            replies = await handler(message, delivery)
         except Abandoned:
             log.info("message_abandoned", queue=delivery.queue, attempt=delivery.attempt)
             return Verdict(Action.REQUEUE, "abandoned")
@@ -72,4 +76,24 @@ async def dispatch(
                 exc_info=exc,
             )
             return verdict
-    return ACK
+    return Verdict(Action.ACK, replies=tuple(replies)) if replies else ACK
+
+
+async def with_replies_published(
+    verdict: Verdict,
+    delivery: Delivery,
+    *,
+    publish: Callable[[Sequence[Outgoing]], Awaitable[None]],
+    max_deliveries: int,
+) -> Verdict:
+    """Publish an ACK's replies before it is carried out; if they cannot be published, the
+    delivery counts as failed (redelivered, dead-lettered after `max_deliveries`)."""
+    if not verdict.replies:
+        return verdict
+    try:
+        await publish(verdict.replies)
+    except BusError as exc:
+        error = f"replies not published: {exc}"
+        log.warning("replies_not_published", queue=delivery.queue, attempt=delivery.attempt, error=error)
+        return failure_verdict(error, attempt=delivery.attempt, max_deliveries=max_deliveries)
+    return verdict

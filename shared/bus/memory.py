@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from shared.bus.base import DeadLetter, Delivery, Handler
-from shared.bus.dispatch import Action, dispatch
+from shared.bus.base import DeadLetter, Delivery, Handler, Outgoing
+from shared.bus.dispatch import Action, dispatch, with_replies_published
 from shared.messages import Codec, Message
 from shared.tasks import log_task_failure
 
@@ -82,6 +82,10 @@ class MemoryBus:
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
         for message in messages:
             await self.publish(queue, message)
+
+    async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
+        for out in outgoing:
+            await self.publish(out.queue, out.message)
 
     async def _enqueue(self, name: str, envelope: _Envelope, *, front: bool = False) -> None:
         bodies = [envelope.body]
@@ -188,6 +192,9 @@ class MemorySubscription:
         )
         if self._killed:  # a dead consumer's connection is gone: kill() returned the message
             return
+        verdict = await with_replies_published(
+            verdict, delivery, publish=self._bus.publish_batch, max_deliveries=self._bus._max_deliveries
+        )
         await self._bus._settle(self._name, envelope, verdict.action, verdict.error)
 
     async def _stop_taking(self) -> None:

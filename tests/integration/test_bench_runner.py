@@ -46,3 +46,57 @@ def test_a_tiny_throughput_run_writes_json_and_markdown(tmp_path: Path) -> None:
     assert report["machine"]["cpus"]
     assert report["commit"]
     assert "| throughput | up | create layered 20 |" in (tmp_path / "latest.md").read_text()
+
+
+def _quick(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
+    return subprocess.run(
+        [sys.executable, "-m", "bench.quick", "--results", str(tmp_path), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_bench_quick_measures_both_modes_and_prints_them_beside_the_previous_result(tmp_path: Path) -> None:
+    previous = tmp_path / "previous.json"
+    figures = {"create": 100.0, "update": 50.0, "delete": 200.0, "preempt p50": 10.0, "preempt p99": 20.0}
+    previous.write_text(
+        json.dumps({"commit": "abc1234", "started": "20260101T000000Z", "figures": {"A": {"up": figures}}})
+    )
+    # 20 resources, each create taking 1 s, so the updates find a create to preempt.
+    done = _quick(tmp_path, "--size", "20", "--repeats", "2", "--wait", "1", "--previous", str(previous))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "quick-latest.json").read_text())
+    for mode in ("up", "distributed"):
+        measured = report["figures"]["A"][mode]
+        for phase in ("create", "update", "delete"):
+            assert measured[phase] > 0, (mode, measured)
+        assert measured["preempt p50"] > 0, (mode, measured)
+        assert measured["preempt p99"] >= measured["preempt p50"]
+    assert report["size"] == 20
+    assert report["commit"]
+    # The committed figures are printed beside the new ones, with their ratio.
+    assert "previous abc1234 (20260101T000000Z)" in done.stdout
+    up_create = report["figures"]["A"]["up"]["create"]
+    assert f"| up | create (res/s) | 100 | {up_create:g} | {up_create / 100:.2f}x |" in done.stdout
+    assert "| distributed | create (res/s) | — |" in done.stdout  # nothing to compare with
+
+
+def test_bench_quick_alternates_two_arms_in_one_run(tmp_path: Path) -> None:
+    done = _quick(
+        tmp_path, "--size", "10", "--repeats", "0", "--modes", "up", "--env-b", "CONVERGE_LOG_LEVEL=error"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    order = [line.split(" ...")[0] for line in done.stdout.splitlines() if line.startswith("round ")]
+    assert order == ["round 1 arm A up", "round 1 arm B up", "round 2 arm B up", "round 2 arm A up"]
+    written = list(tmp_path.glob("quick-ab-*.json"))
+    assert len(written) == 1
+    assert not (tmp_path / "quick-latest.json").exists()
+    report = json.loads(written[0].read_text())
+    assert report["arms"]["B"]["env"] == {"CONVERGE_LOG_LEVEL": "error"}
+    for arm in ("A", "B"):
+        assert report["figures"][arm]["up"]["create"] > 0
+    assert "ratio = B / A" in done.stdout

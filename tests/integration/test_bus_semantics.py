@@ -12,13 +12,13 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import aio_pika
 import pytest
 import structlog.testing
 
-from shared.bus import Delivery
+from shared.bus import Delivery, Outgoing
 from shared.bus.amqp import AmqpBus
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.errors import BusError
@@ -201,6 +201,78 @@ async def test_a_message_is_acknowledged_only_after_its_handler_returns(kit: Bus
     n, attempt = survivor.seen[0]
     assert n == 42
     assert attempt == 2
+
+
+class Replier:
+    """A handler that answers each Ping with a Ping to `replies` (n * 10); `hold`: wait
+    until `release` is set, so that many handlers finish at once."""
+
+    def __init__(self, *, hold: bool = False) -> None:
+        self.seen: list[tuple[int, int]] = []
+        self.hold = hold
+        self.release = asyncio.Event()
+
+    async def __call__(self, message: Message, delivery: Delivery) -> list[Outgoing]:
+        assert isinstance(message, Ping)
+        self.seen.append((message.n, delivery.attempt))
+        if self.hold:
+            await self.release.wait()
+        return [Outgoing("replies", Ping(n=message.n * 10))]
+
+
+async def test_replies_are_published_in_batches_before_their_deliveries_are_acknowledged(
+    kit: BusKit,
+) -> None:
+    bus = await kit.connect()
+    batches: list[int] = []
+    publish_batch = bus.publish_batch
+
+    async def counted(outgoing: Sequence[Outgoing]) -> None:
+        batches.append(len(outgoing))
+        await publish_batch(outgoing)
+
+    handler = Replier(hold=True)
+    answers = Recorder()
+    sub = await bus.consume("q", handler, prefetch=20, codec=CODEC)
+    replies = await bus.consume("replies", answers, prefetch=20, codec=CODEC)
+    await bus.publish_many("q", [Ping(n=i) for i in range(20)])
+    await eventually(lambda: len(handler.seen) == 20)
+    bus.publish_batch = counted  # type: ignore[method-assign]
+    handler.release.set()  # all 20 finish in the same turn of the loop
+    await eventually(lambda: len(answers.seen) == 20)
+    await sub.stop()
+    await replies.stop()
+    assert sorted(n for n, _ in answers.seen) == [i * 10 for i in range(20)]
+    assert sorted(handler.seen) == [(i, 1) for i in range(20)], "each job handled once, then acknowledged"
+    assert await bus.depth("q") == 0
+    if kit.kind == "amqp":
+        assert sum(batches) == 20
+        assert len(batches) <= 2, f"one confirm wait per batch, not per reply: {batches}"
+
+
+async def test_a_delivery_whose_replies_cannot_be_published_is_not_acknowledged(kit: BusKit) -> None:
+    bus = await kit.connect()
+    publish_batch = bus.publish_batch
+    failures = [BusError("the broker is gone")]
+
+    async def failing_once(outgoing: Sequence[Outgoing]) -> None:
+        if failures:
+            raise failures.pop()
+        await publish_batch(outgoing)
+
+    bus.publish_batch = failing_once  # type: ignore[method-assign]
+    handler = Replier()
+    answers = Recorder()
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
+    replies = await bus.consume("replies", answers, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=7))
+    await eventually(lambda: len(answers.seen) == 1)
+    await sub.stop()
+    await replies.stop()
+    assert handler.seen == [(7, 1), (7, 2)], "delivered again: its reply was never confirmed"
+    assert answers.seen == [(70, 1)]
+    assert await bus.depth("q") == 0
+    assert await bus.dead_letters("q") == []
 
 
 async def test_consumers_resume_after_the_broker_closes_the_connection(amqp_kit: BusKit) -> None:
