@@ -40,9 +40,12 @@ def session_prefix() -> Iterator[str]:
 
 
 @pytest.fixture
-def queue_prefix(session_prefix: str) -> str:
-    """A queue prefix of this test's own."""
-    return f"{session_prefix}-{uuid.uuid4().hex[:6]}"
+def queue_prefix(session_prefix: str) -> Iterator[str]:
+    """A queue prefix of this test's own; its queues are deleted when the test ends (what
+    else carries the prefix goes at the end of the run)."""
+    prefix = f"{session_prefix}-{uuid.uuid4().hex[:6]}"
+    yield prefix
+    rabbit.delete_test_queues(AMQP_URL, prefix)
 
 
 @pytest.fixture

@@ -67,3 +67,24 @@ def delete_by_prefix(amqp_url: str, prefix: str) -> None:
 
     if queues or exchanges:
         asyncio.run(delete())
+
+
+#: The queues a bus declares under its prefix (`shared.bus.amqp`: `P.<name>` and `P.<name>.dead`).
+BUS_QUEUES = ("engine", "jobs", "observe", "results", "replies", "q", "notifications.sandbox")
+
+
+def delete_test_queues(amqp_url: str, prefix: str) -> None:
+    """Delete one test's queues and its dead-letter exchange as soon as the test ends: quorum
+    queues left for the end of the run pile up in the hundreds and slow the broker until it
+    stops answering. Deleting a queue that was never declared is a no-op."""
+
+    async def delete() -> None:
+        connection = await aio_pika.connect(amqp_url, timeout=10)
+        async with connection:
+            channel = await connection.channel()
+            for name in BUS_QUEUES:
+                await channel.queue_delete(f"{prefix}.{name}")
+                await channel.queue_delete(f"{prefix}.{name}.dead")
+            await channel.exchange_delete(f"{prefix}.dead-letter")
+
+    asyncio.run(asyncio.wait_for(delete(), 30))
