@@ -80,6 +80,11 @@ PROTECTED_PORTS_HELP = (
 )
 
 
+#: Deliveries of one failing message before it is dead-lettered: the default of
+#: `CONVERGE_MAX_DELIVERIES`, and what the buses and the test harnesses use unless told.
+MAX_DELIVERIES = 5
+
+
 class CommonSettings(BaseSettings):
     """Settings every service shares."""
 
@@ -97,7 +102,7 @@ class CommonSettings(BaseSettings):
         "can share one broker.",
     )
     max_deliveries: int = Field(
-        5,
+        MAX_DELIVERIES,
         ge=1,
         le=20,
         description="Deliveries of one message before it is dead-lettered (handler errors).",
