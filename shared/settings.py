@@ -105,7 +105,8 @@ class CommonSettings(BaseSettings):
         MAX_DELIVERIES,
         ge=1,
         le=20,
-        description="Deliveries of one message before it is dead-lettered (handler errors).",
+        description="Deliveries of one failing message before it is dead-lettered (handler errors; "
+        "a permanent error is dead-lettered on its first delivery).",
     )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto = console on a terminal, JSON lines otherwise."
