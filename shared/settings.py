@@ -81,6 +81,9 @@ PROTECTED_PORTS_HELP = (
 )
 
 
+#: Deliveries of one failing message before it is dead-lettered: the default of
+#: `CONVERGE_MAX_DELIVERIES`, and what the buses and the test harnesses use unless told.
+MAX_DELIVERIES = 5
 EventLoop = Literal["auto", "uvloop", "asyncio"]
 
 
@@ -105,10 +108,11 @@ class CommonSettings(BaseSettings):
         "can share one broker.",
     )
     max_deliveries: int = Field(
-        5,
+        MAX_DELIVERIES,
         ge=1,
         le=20,
-        description="Deliveries of one message before it is dead-lettered (handler errors).",
+        description="Deliveries of one failing message before it is dead-lettered (handler errors; "
+        "a permanent error is dead-lettered on its first delivery).",
     )
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto = console on a terminal, JSON lines otherwise."

@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 import itertools
 import os
+import random
 import socket
 import time
 import uuid
@@ -41,6 +42,7 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.deps import DEFAULT_API_LIMITS, READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
 from services.engine.checks import Convergence
+from services.engine.conflicts import DEFAULT_CONFLICT_POLICY, ConflictPolicy, retry_conflicts
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
@@ -105,6 +107,8 @@ class EngineService:
         templates: TemplateRunner = INLINE,
         event_purge_seconds: float = 5.0,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+        conflicts: ConflictPolicy = DEFAULT_CONFLICT_POLICY,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         """`constraints`: the custom constraints parameters may name (`constraint_registry`
         of what `shared.plugins.constraints.load_constraints` found)."""
@@ -121,6 +125,8 @@ class EngineService:
         self.outbox = Outbox(pool=pool, bus=bus, stale_after=outbox_stale_seconds)
         self._relay_seconds = relay_seconds
         self._store_retries = store_retries
+        self._conflicts = conflicts
+        self._draw = draw  # uniform in [0, 1): the jitter of conflict pauses
         self.types = types
         self.limits = limits
         self.templates = templates
@@ -199,23 +205,33 @@ class EngineService:
         """Handle one engine message, riding out a database outage: the message stays
         with this engine (unacknowledged) while it waits for the database, then is
         handled again. Only `store_retries` failures with the database reachable
-        count as a failed delivery."""
+        count as a failed delivery. A conflict (another handler changed the rows
+        first) is handled again here too, after a jittered pause (`conflicts`),
+        and spends a delivery only once it outlasts every attempt."""
         for attempt in itertools.count(1):
             try:
-                if isinstance(message, ResourceObserved) and message.gate_node is not None:
-                    await self.convergence.gates.observed(message)  # an update's look (converge)
-                elif isinstance(message, ResourceObserved):
-                    await self.observing.handle(message)
-                elif isinstance(message, ResourceChanged):
-                    await self.observing.changed(message)
-                else:
-                    await self.convergence.handle(message, delivery)
+                await retry_conflicts(
+                    lambda: self._route(message, delivery),
+                    policy=self._conflicts,
+                    sleep=asyncio.sleep,
+                    random=self._draw,
+                )
                 return
             except StoreUnavailable as exc:
                 if attempt > self._store_retries:
                     raise
                 log.warning("store_unavailable_handling", error=str(exc), attempt=attempt)
                 await self._store_back()
+
+    async def _route(self, message: Message, delivery: Delivery) -> None:
+        if isinstance(message, ResourceObserved) and message.gate_node is not None:
+            await self.convergence.gates.observed(message)  # an update's look (converge)
+        elif isinstance(message, ResourceObserved):
+            await self.observing.handle(message)
+        elif isinstance(message, ResourceChanged):
+            await self.observing.changed(message)
+        else:
+            await self.convergence.handle(message, delivery)
 
     async def _store_back(self, *, first: float = 0.1, cap: float = 2.0) -> None:
         """Return once the database answers again (pausing longer while it does not)."""

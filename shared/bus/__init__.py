@@ -11,12 +11,15 @@ Semantics, identical in both (one shared test suite proves it):
   messages the handler returned (`Outgoing`, its replies) are safely queued:
   replies of handlers that finish together are published as one batch with
   one confirm wait, and their deliveries acknowledged after it;
-- a handler exception means redelivery; after `max_deliveries` failed
-  deliveries the message goes to the queue's dead-letter queue with the error;
+- a handler's exception decides (`shared.bus.dispatch.verdict_for`): a
+  `PermanentError` sends the message to the queue's dead-letter queue at once
+  with the reason; a `TransientError` redelivers it after its `retry_after`;
+  any other exception redelivers it at once; after `max_deliveries` failed
+  deliveries the message is dead-lettered with the last error;
 - a body that cannot be decoded (unknown kind, malformed) is dead-lettered at
   once with the reason and never reaches the handler;
 - `Subscription.stop()` drains: no new deliveries, in-flight handlers finish
-  and are acknowledged.
+  and are acknowledged; a message held for a delayed redelivery goes back at once.
 """
 
 from shared.bus.base import Bus, DeadLetter, Delivery, Handler, Outgoing, Subscription

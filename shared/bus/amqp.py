@@ -2,9 +2,12 @@
 
 Topology, every name prefixed with the queue prefix `P`:
 - queue `P.<name>`: durable quorum queue, consumed with per-queue prefetch;
-  handler failures are dead-lettered after `max_deliveries` by our own code,
-  and the broker's delivery limit (`POISON_DELIVERY_LIMIT`) catches messages
-  that crash their consumers before any error can be reported;
+  handler failures are dead-lettered by our own code (at once for a permanent
+  error, else after `max_deliveries`; see `dispatch`), a transient error's
+  delayed redelivery is the message held unacknowledged for its pause and then
+  requeued (never lost: a consumer that dies meanwhile returns it), and the
+  broker's delivery limit (`POISON_DELIVERY_LIMIT`) catches messages that
+  crash their consumers before any error can be reported;
 - exchange `P.dead-letter` (direct) and queue `P.<name>.dead` bound to it with
   routing key `<name>`; handler failures land there with `x-converge-error`.
 Messages are persistent and published with publisher confirms (mandatory, so
@@ -37,9 +40,10 @@ from aio_pika.abc import (
 )
 
 from shared.bus.base import DeadLetter, Delivery, Handler, Outgoing
-from shared.bus.dispatch import Action, Verdict, dispatch, with_replies_published
+from shared.bus.dispatch import Action, Verdict, dispatch, hold, with_replies_published
 from shared.errors import BusError
 from shared.messages import Codec, Message
+from shared.settings import MAX_DELIVERIES
 from shared.waiting import keep_trying
 
 log = structlog.get_logger(__name__)
@@ -85,7 +89,7 @@ class AmqpBus:
         url: str,
         *,
         prefix: str,
-        max_deliveries: int = 5,
+        max_deliveries: int = MAX_DELIVERIES,
         connection_name: str = "converge",
         publish_timeout: float = 30.0,
         wait: float = 0.0,
@@ -326,6 +330,7 @@ class AmqpSubscription:
         self._inflight: set[asyncio.Task[None]] = set()
         self._tag: str | None = None
         self._replies = _ReplyBatches(bus, queue)
+        self._stopping = asyncio.Event()  # cuts short the pauses of delayed requeues
 
     async def start(self) -> None:
         self._tag = await self._amqp_queue.consume(self._on_message)
@@ -347,6 +352,10 @@ class AmqpSubscription:
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
         )
+        if verdict.action is Action.REQUEUE and verdict.delay > 0:
+            # Held unacknowledged for the pause: a consumer that dies meanwhile
+            # leaves it to the broker, which delivers it again at once.
+            await hold(verdict.delay, until=self._stopping)
         verdict = await with_replies_published(
             verdict, delivery, publish=self._replies.publish, max_deliveries=self._bus._max_deliveries
         )
@@ -366,13 +375,15 @@ class AmqpSubscription:
             log.warning("settle_lost", queue=self._queue, action=verdict.action.value, error=repr(exc))
 
     async def stop(self) -> None:
-        """Drain: cancel the consumer, let in-flight handlers finish and ack."""
+        """Drain: cancel the consumer, let in-flight handlers finish and ack; a message
+        held for a delayed redelivery goes back at once."""
         if self._tag is not None:
             try:
                 await self._amqp_queue.cancel(self._tag)
             except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
                 log.warning("consumer_cancel_failed", queue=self._queue, error=repr(exc))
             self._tag = None
+        self._stopping.set()
         if self._inflight:
             await asyncio.wait(list(self._inflight))
         await self._channel.close()

@@ -1,18 +1,30 @@
 """What to do with one delivery: decode, run the handler, decide the verdict.
 
 Both bus implementations call `dispatch` for every delivery and then act on
-the verdict (ack, requeue, or dead-letter with the reason; an ack may carry the
-replies the handler returned, published before the ack), so their
-semantics cannot drift apart. This is the outermost consumer boundary: the
-one place a handler's arbitrary exception is caught, logged and turned into
-redelivery or a dead letter. A handler that raises `Abandoned` (it is
-shutting down) gets its message requeued without counting a failure.
-Cancellation is never swallowed: a cancelled handler leaves its message
-unacknowledged, to be delivered again.
+the verdict (ack, requeue — at once or after a pause — or dead-letter with
+the reason; an ack may carry the replies the handler returned, published
+before the ack), so their semantics cannot drift apart. This is the outermost
+consumer boundary: the one place a handler's arbitrary exception is caught,
+logged and turned into redelivery or a dead letter.
+
+The error's type decides (`verdict_for`, pure; see `shared.errors`):
+- `Abandoned` (the handler is shutting down): requeued at once; never a failure;
+- `PermanentError`: dead-lettered on this delivery with its reason, since
+  retrying cannot help;
+- `TransientError`: requeued after its `retry_after` (at most
+  `MAX_RETRY_AFTER`; at once when it names none), counting as a failed delivery;
+- anything else — including a `ConflictError` that outlasted the handler's own
+  retries (the engine retries conflicts inside its handler,
+  `services.engine.conflicts`) — requeued at once.
+A failed delivery that was the last allowed (`max_deliveries`) is dead-lettered
+with the last error. Cancellation is never swallowed: a cancelled handler leaves
+its message unacknowledged, to be delivered again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,10 +32,15 @@ from enum import StrEnum
 import structlog
 
 from shared.bus.base import Delivery, Handler, Outgoing
-from shared.errors import Abandoned, BusError, MessageRejected
+from shared.errors import Abandoned, BusError, MessageRejected, PermanentError, TransientError
 from shared.messages import Codec
 
 log = structlog.get_logger(__name__)
+
+#: The longest pause a `TransientError.retry_after` buys. The message stays with
+#: its consumer meanwhile (unacknowledged, holding a prefetch slot), so the pause
+#: is kept short; a longer outage is ridden out by the message's later deliveries.
+MAX_RETRY_AFTER = 60.0
 
 
 class Action(StrEnum):
@@ -38,16 +55,30 @@ class Verdict:
     error: str = ""
     #: ACK only: what the handler returned to publish before the delivery is acknowledged.
     replies: Sequence[Outgoing] = ()
+    delay: float = 0.0  # seconds to hold a REQUEUE before the message goes back
 
 
 ACK = Verdict(Action.ACK)
 
 
-def failure_verdict(error: str, *, attempt: int, max_deliveries: int) -> Verdict:
-    """A failed handler is retried until its last allowed delivery."""
+def failure_verdict(error: str, *, attempt: int, max_deliveries: int, delay: float = 0.0) -> Verdict:
+    """A failed handler is retried (after `delay`) until its last allowed delivery."""
     if attempt >= max_deliveries:
         return Verdict(Action.DEAD_LETTER, f"failed {attempt} deliveries; last error: {error}")
-    return Verdict(Action.REQUEUE, error)
+    return Verdict(Action.REQUEUE, error, delay=delay)
+
+
+def verdict_for(exc: Exception, *, attempt: int, max_deliveries: int) -> Verdict:
+    """What a handler's exception on delivery `attempt` (1-based) does to its message. Pure."""
+    if isinstance(exc, Abandoned):
+        return Verdict(Action.REQUEUE, "abandoned")
+    error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, PermanentError):
+        return Verdict(Action.DEAD_LETTER, f"permanent error on delivery {attempt}, not retried: {error}")
+    delay = 0.0
+    if isinstance(exc, TransientError) and exc.retry_after is not None:
+        delay = min(MAX_RETRY_AFTER, max(0.0, exc.retry_after))
+    return failure_verdict(error, attempt=attempt, max_deliveries=max_deliveries, delay=delay)
 
 
 async def dispatch(
@@ -65,14 +96,15 @@ async def dispatch(
             log.info("message_abandoned", queue=delivery.queue, attempt=delivery.attempt)
             return Verdict(Action.REQUEUE, "abandoned")
         except Exception as exc:  # outermost consumer boundary (see docstring)
-            error = f"{type(exc).__name__}: {exc}"
-            verdict = failure_verdict(error, attempt=delivery.attempt, max_deliveries=max_deliveries)
+            verdict = verdict_for(exc, attempt=delivery.attempt, max_deliveries=max_deliveries)
             log.warning(
                 "handler_failed",
                 queue=delivery.queue,
                 attempt=delivery.attempt,
                 verdict=verdict.action.value,
-                error=error,
+                retry_in=verdict.delay or None,
+                error=f"{type(exc).__name__}: {exc}",
+                reason=verdict.error if verdict.action is Action.DEAD_LETTER else None,
                 exc_info=exc,
             )
             return verdict
@@ -97,3 +129,11 @@ async def with_replies_published(
         log.warning("replies_not_published", queue=delivery.queue, attempt=delivery.attempt, error=error)
         return failure_verdict(error, attempt=delivery.attempt, max_deliveries=max_deliveries)
     return verdict
+
+
+async def hold(delay: float, *, until: asyncio.Event) -> None:
+    """Pause a delayed requeue for `delay` seconds, or less once `until` is set
+    (the subscription is stopping: the message goes back at once)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(delay):
+            await until.wait()

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shared.bus.base import DeadLetter, Delivery, Handler, Outgoing
-from shared.bus.dispatch import Action, dispatch, with_replies_published
+from shared.bus.dispatch import Action, dispatch, hold, with_replies_published
 from shared.messages import Codec, Message
+from shared.settings import MAX_DELIVERIES
 from shared.tasks import log_task_failure
 
 
@@ -58,7 +59,7 @@ class _Queue:
 
 
 class MemoryBus:
-    def __init__(self, *, max_deliveries: int = 5, chaos: Chaos | None = None) -> None:
+    def __init__(self, *, max_deliveries: int = MAX_DELIVERIES, chaos: Chaos | None = None) -> None:
         self._max_deliveries = max_deliveries
         self._chaos = chaos
         self._rng = random.Random(chaos.seed if chaos else 0)
@@ -160,6 +161,7 @@ class MemorySubscription:
         self._inflight: dict[asyncio.Task[None], _Envelope] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._killed = False
+        self._stopping = asyncio.Event()  # cuts short the pauses of delayed requeues
 
     def start(self) -> None:
         self._loop_task = asyncio.create_task(self._run(), name=f"consume:{self._name}")
@@ -190,6 +192,8 @@ class MemorySubscription:
             handler=self._handler,
             max_deliveries=self._bus._max_deliveries,
         )
+        if verdict.action is Action.REQUEUE and verdict.delay > 0:
+            await hold(verdict.delay, until=self._stopping)
         if self._killed:  # a dead consumer's connection is gone: kill() returned the message
             return
         verdict = await with_replies_published(
@@ -204,8 +208,10 @@ class MemorySubscription:
                 await self._loop_task
 
     async def stop(self) -> None:
-        """Drain: take nothing new, let in-flight handlers finish (and ack)."""
+        """Drain: take nothing new, let in-flight handlers finish (and ack); a message
+        held for a delayed redelivery goes back at once."""
         await self._stop_taking()
+        self._stopping.set()
         if self._inflight:
             await asyncio.wait(list(self._inflight))
 

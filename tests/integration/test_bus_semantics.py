@@ -12,16 +12,19 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
+from random import random
 
 import aio_pika
 import pytest
 import structlog.testing
 
+from services.engine.conflicts import ConflictPolicy, retry_conflicts
 from shared.bus import Delivery, Outgoing
 from shared.bus.amqp import AmqpBus
 from shared.bus.memory import MemoryBus, MemorySubscription
-from shared.errors import BusError
+from shared.errors import BusError, ConflictError, PermanentError, TransientError
 from shared.messages import Message
 from tests.support import rabbit
 from tests.support.bus_fixtures import CODEC, BusKit, Other, Ping, eventually
@@ -392,3 +395,91 @@ async def test_a_consumer_gives_up_with_a_bus_error_after_its_attempts(amqp_kit:
         await channel.queue_delete(f"{kit.prefix}.q")
     finally:
         await connection.close()
+
+
+async def test_a_permanent_error_is_dead_lettered_on_its_first_delivery_with_its_reason(kit: BusKit) -> None:
+    bus = await kit.connect()
+    attempts: list[int] = []
+
+    async def refuses(message: Message, delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        raise PermanentError("template 7 of stack s is missing")
+
+    sub = await bus.consume("q", refuses, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=5))
+    letters = []
+
+    async def dead_lettered() -> bool:
+        letters.extend(await bus.dead_letters("q"))
+        return bool(letters)
+
+    await eventually(dead_lettered)
+    await sub.stop()
+    assert attempts == [1]
+    assert "not retried: PermanentError: template 7 of stack s is missing" in letters[0].error
+    assert json.loads(letters[0].body)["n"] == 5
+    assert await bus.depth("q") == 0
+
+
+async def test_a_transient_error_is_redelivered_no_sooner_than_its_retry_after(kit: BusKit) -> None:
+    bus = await kit.connect()
+    seen: list[tuple[int, float]] = []  # (attempt, when)
+
+    async def throttled_once(message: Message, delivery: Delivery) -> None:
+        seen.append((delivery.attempt, time.monotonic()))
+        if delivery.attempt == 1:
+            raise TransientError("429 Too Many Requests", retry_after=1.5)
+
+    sub = await bus.consume("q", throttled_once, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=1))
+    await eventually(lambda: len(seen) == 2)
+    await sub.stop()
+    assert [attempt for attempt, _ in seen] == [1, 2]
+    assert seen[1][1] - seen[0][1] >= 1.5
+    assert await bus.dead_letters("q") == []
+    assert await bus.depth("q") == 0
+
+
+async def test_a_message_waiting_out_its_retry_after_goes_back_at_once_when_its_consumer_stops(
+    kit: BusKit,
+) -> None:
+    bus = await kit.connect()
+    first: list[int] = []
+
+    async def throttled(message: Message, delivery: Delivery) -> None:
+        first.append(delivery.attempt)
+        raise TransientError("503 Service Unavailable", retry_after=600)
+
+    sub = await bus.consume("q", throttled, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=9))
+    await eventually(lambda: first == [1])
+    await sub.stop()  # does not sit out the pause (capped at a minute; the wait below is shorter)
+    handler = Recorder()
+    sub = await bus.consume("q", handler, prefetch=1, codec=CODEC)
+    await eventually(lambda: handler.seen == [(9, 2)], timeout=30)
+    await sub.stop()
+    assert await bus.dead_letters("q") == []
+
+
+async def test_a_conflict_is_retried_inside_the_handler_and_its_message_acknowledged_once(
+    kit: BusKit,
+) -> None:
+    """As the engine's consumer does (`services.engine.conflicts`): the bus never sees the conflicts."""
+    bus = await kit.connect()
+    runs: list[int] = []
+
+    async def handle(message: Message, delivery: Delivery) -> None:
+        async def attempt() -> None:
+            runs.append(delivery.attempt)
+            if len(runs) <= 3:
+                raise ConflictError(f"resource changed concurrently ({len(runs)}); will retry")
+
+        await retry_conflicts(attempt, policy=ConflictPolicy(attempts=5), sleep=asyncio.sleep, random=random)
+
+    sub = await bus.consume("q", handle, prefetch=1, codec=CODEC)
+    await bus.publish("q", Ping(n=2))
+    await eventually(lambda: len(runs) == 4)
+    await sub.stop()  # a message not acknowledged by now would be back in the queue
+    assert runs == [1, 1, 1, 1]
+    assert await bus.depth("q") == 0
+    assert await bus.dead_letters("q") == []

@@ -45,6 +45,7 @@ from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
+from shared.settings import MAX_DELIVERIES
 from shared.tasks import Supervisor
 from tests.support.crashes import CrashingEngines, CrashPlan
 from tests.support.ports import free_port
@@ -167,7 +168,7 @@ async def converge(
     async with pool.acquire() as conn:
         await migrate(conn)
     chaos = Chaos(seed=seed, reorder=True, duplicate_rate=duplicate_rate, resend_rate=resend_rate)
-    bus = MemoryBus(max_deliveries=10, chaos=chaos)
+    bus = MemoryBus(max_deliveries=MAX_DELIVERIES, chaos=chaos)  # production's limit
     supervisor = Supervisor()
     engine = EngineService(
         pool=pool,
