@@ -370,3 +370,40 @@ def _write(heat: Heat, name: str, content: dict[str, Any]) -> str:
     path = heat.home / name
     path.write_text(yaml.safe_dump(content, sort_keys=False))
     return str(path)
+
+
+ONE = {
+    "heat_template_version": "2018-08-31",
+    "resources": {"cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"config": "echo one"}}},
+    "outputs": {"id": {"value": {"get_resource": "cfg"}}},
+}
+
+
+async def test_a_stack_check_finds_a_config_deleted_behind_its_back_and_an_update_makes_it_again(
+    heat: Heat,
+) -> None:
+    path = _write(heat, "one.yaml", ONE)
+    await heat.cli.ok("stack", "create", "one", "-t", path, "--wait")
+    first = (await heat.cli.json("stack", "resource", "show", "one", "cfg"))["physical_resource_id"]
+    await heat.cli.ok("stack", "check", "one")
+    assert await _settled(heat, "one") == "CHECK_COMPLETE"
+
+    await heat.run(heat.hc.software_configs.delete, first)
+    await heat.cli.run("stack", "check", "one")
+    assert await _settled(heat, "one") == "CHECK_FAILED"
+    resource = await heat.cli.json("stack", "resource", "show", "one", "cfg")
+    assert "no longer exists" in resource["resource_status_reason"], resource
+
+    await heat.cli.ok("stack", "update", "one", "--existing", "--wait")
+    again = (await heat.cli.json("stack", "resource", "show", "one", "cfg"))["physical_resource_id"]
+    assert again != first
+    assert (await heat.run(heat.hc.software_configs.get, again)).config == "echo one"
+
+
+async def _settled(heat: Heat, stack: str) -> str:
+    for _ in range(600):
+        status = str((await heat.run(heat.hc.stacks.get, stack)).stack_status)
+        if not status.endswith("IN_PROGRESS"):
+            return status
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{stack} still in progress")
