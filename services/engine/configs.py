@@ -6,10 +6,11 @@ instead of sending it to the workers it calls `run_config_job` in the same
 transaction: the config row is written (or deleted) in `software_configs` and
 the job's `JobResult` goes to the engine queue through the outbox, so the
 engine stays the only writer of the database and the result is never lost or
-separated from the write. The config id is made from the job id, so running
-a job again (recovery sends it again) writes nothing new. A stale result of
-such a job (a newer job took over the row) deletes the config it made
-(`reap_config`).
+separated from the write. The config id is made from the job id, so a job run
+twice writes one config; recovery never sends such a job to a worker (its
+result left with the transaction that ran it). A stale result of such a job
+(a newer job took over the row first) deletes the config it made, unless a row
+owns it (`reap_config`, from `checks`).
 """
 
 from __future__ import annotations
