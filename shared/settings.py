@@ -303,6 +303,13 @@ class EngineSettings(CommonSettings):
         description="Largest resource-signal body (bytes); more is 413. A handle keeps every signal "
         "it accepted, so this times max_signals_per_handle bounds what one handle holds.",
     )
+    max_software_config_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        description="Largest software config (bytes of its config text, or of a structured config as "
+        "JSON) that POST /software_configs or a config resource stores; more is refused.",
+    )
     max_signals_per_handle: int = Field(
         100, ge=1, le=10_000, description="Signals one wait-condition handle accepts; more is 400."
     )

@@ -33,6 +33,7 @@ from services.cli.commands import (
     connection_options,
     details,
     hooks,
+    software,
     stacks,
 )
 from services.cli.config import resolve_endpoint
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     launch.register(commands)
     groups = Groups(commands)
-    for module in (stacks, actions, hooks, details, catalog):
+    for module in (stacks, actions, hooks, details, catalog, software):
         module.register(groups)
     return parser
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from services.engine.configs import DEFAULT_CONFIG_BYTES, is_config_type, reap_config, run_config_job
 from services.engine.core.decide import (
     Cleanup,
     Forward,
@@ -124,11 +125,13 @@ class Convergence:
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+        config_bytes: int = DEFAULT_CONFIG_BYTES,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
+        self._config_bytes = config_bytes  # largest config a config resource stores
         self._limits = limits
         self._quotas = quotas
         self._templates = templates
@@ -516,6 +519,8 @@ class Convergence:
                 job_id=job_id, stack_id=stack.stack_id, resource_id=row.resource_id, action=action
             )
             fx.emit(ENGINE_QUEUE, nested)
+        elif is_config_type(type_name):  # the engine stores the config, in this transaction
+            fx.emit(ENGINE_QUEUE, await run_config_job(tx, job, self._types, max_bytes=self._config_bytes))
         else:
             fx.emit(JOBS_QUEUE, job)
 
@@ -675,6 +680,9 @@ class Convergence:
         if await tx.resource_by_physical_id(StackId(uuid.UUID(res.stack_id)), res.physical_id) is not None:
             return  # an idempotent replay of a resource a row owns
         log.warning("orphan_reaped", physical_id=res.physical_id, resource=res.resource_name)
+        if is_config_type(res.resource_type):
+            await reap_config(tx, res)
+            return
         fx.emit(JOBS_QUEUE, res.undo(job_id=uuid.uuid4().hex, deadline=deadline_for(None)))
 
     async def _settle_condition(self, tx: Tx, row: ResourceRow, fx: Effects) -> None:

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
+from services.engine.configs import is_config_type
 from services.engine.core.model import ResourceRow, StackId, StackRow, Status, resource_of
 from services.engine.core.nesting import is_nested
 from services.engine.core.recovery import JobInFlight, JobResend, Resend, plan, report
@@ -186,6 +187,9 @@ class Recovery:
             previous=None if observing else row.properties,
         )
         if not observing:
+            if is_config_type(row.type):  # its result went out with the job's own transaction
+                log.info("config_job_not_sent_again", resource=row.name, job_id=row.current_job)
+                return
             fx.emit(JOBS_QUEUE, resource_job)
             return
         fx.emit(OBSERVE_QUEUE, ObserveRequest(job=resource_job))

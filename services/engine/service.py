@@ -151,6 +151,7 @@ class EngineService:
             quotas=quotas,
             templates=templates,
             constraints=constraints,
+            config_bytes=api_limits.config_bytes,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
@@ -364,6 +365,7 @@ def api_limits(settings: EngineSettings) -> ApiLimits:
         streams_per_token=settings.max_streams_per_token,
         snapshots_per_stack=settings.max_snapshots_per_stack,
         events_per_stack=settings.max_events_per_stack,
+        config_bytes=settings.max_software_config_bytes,
     )
 
 

@@ -49,10 +49,12 @@ PROJECT_LEVEL = {
     "/v1/{project_id}/template_versions",
     "/v1/{project_id}/template_versions/{version}/functions",
     "/v1/{project_id}/validate",
-    # Heat's, not Converge's: they answer 501 and look nothing up
-    "/v1/{project_id}/services",
+    # software configs: another project's config id is tried in
+    # test_another_projects_software_config_is_unknown_under_every_route
     "/v1/{project_id}/software_configs",
     "/v1/{project_id}/software_configs/{config_id}",
+    # Heat's, not Converge's: they answer 501 and look nothing up
+    "/v1/{project_id}/services",
     "/v1/{project_id}/software_deployments",
     "/v1/{project_id}/software_deployments/metadata/{server_id}",
     "/v1/{project_id}/software_deployments/{deployment_id}",
@@ -254,3 +256,34 @@ async def test_every_way_an_id_travels_in_a_request_is_refused_and_the_victim_st
         response = await alpha.api.call("POST", path, token=token, json={"data": "smuggled"})
         assert response.status == 401, (path, response.status)
     assert await seen_by_beta(beta, victim) == before
+
+
+async def test_another_projects_software_config_is_unknown_under_every_route(
+    served: tuple[Server, Api],
+) -> None:
+    alpha, beta, _ = tenants(served[1])
+    made = await beta.call(
+        "POST", "/v1/beta/software_configs", json={"name": "beta's", "config": "beta-data"}
+    )
+    assert made.status == 200, made.body
+    victim = made.body["software_config"]
+    await alpha.call("POST", "/v1/alpha/software_configs", json={"name": "alpha's", "config": "a"})
+
+    async def answers(config_id: str) -> list[tuple[int, str]]:
+        got = []
+        for project in ("alpha", "beta"):
+            for method in ("GET", "DELETE"):
+                response = await alpha.call(method, f"/v1/{project}/software_configs/{config_id}")
+                got.append((response.status, str(response.body).replace(config_id, "<id>")))
+            response = await alpha.call("GET", f"/v1/{project}/software_configs?marker={config_id}")
+            got.append((response.status, str(response.body).replace(config_id, "<id>")))
+        return got
+
+    foreign = await answers(victim["id"])
+    assert foreign == await answers(unknown_id())
+    assert [status for status, _ in foreign] == [404, 404, 400, 404, 404, 404]
+    assert all("beta-data" not in text for _, text in foreign)
+    listed = (await alpha.call("GET", "/v1/alpha/software_configs")).body["software_configs"]
+    assert [c["name"] for c in listed] == ["alpha's"]
+    shown = await beta.call("GET", f"/v1/beta/software_configs/{victim['id']}")
+    assert shown.body == {"software_config": victim}

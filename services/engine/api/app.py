@@ -25,6 +25,7 @@ from services.engine.api.discovery import discovery_routes, negotiate_root
 from services.engine.api.errors import error_middleware, not_found, unauthorized
 from services.engine.api.live import on_shutdown_close_streams
 from services.engine.api.openapi import openapi_route
+from services.engine.api.software_configs import SoftwareConfigRoutes
 from services.engine.api.stacks import StackRoutes
 from shared.health import Readiness
 
@@ -49,7 +50,12 @@ def build_app(
                 tokens or Tokens({}), not_found=not_found, unauthorized=unauthorized, keystone=keystone
             )
         )
-        all_routes += StackRoutes(api).routes() + CatalogRoutes(api).routes() + dashboard_routes()
+        all_routes += (
+            StackRoutes(api).routes()
+            + CatalogRoutes(api).routes()
+            + SoftwareConfigRoutes(api).routes()
+            + dashboard_routes()
+        )
     # A body holds a template, an environment and files: room for twice the template limit.
     max_body = max(MAX_BODY_BYTES, 2 * api.limits.max_template_bytes + 64 * 1024) if api else MAX_BODY_BYTES
     app = web.Application(client_max_size=max_body, middlewares=middlewares)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from services.engine.api.masking import SecretsCache
+from services.engine.configs import DEFAULT_CONFIG_BYTES
 from services.engine.core.model import StackId, Status
 from services.engine.definitions import DefinitionCache
 from services.engine.jobs import reference_data
@@ -42,6 +43,7 @@ class ApiLimits:
     streams_per_token: int = 10  # live event streams open at once per token (per engine)
     snapshots_per_stack: int = 32  # snapshots one stack may keep (Heat's max_snapshots_per_stack)
     events_per_stack: int = 1000  # events a stack keeps, older ones purged (0: all; Heat's default)
+    config_bytes: int = DEFAULT_CONFIG_BYTES  # a software config's text (API and config resources)
 
 
 DEFAULT_API_LIMITS = ApiLimits()

@@ -51,11 +51,9 @@ class Unsupported:
         return MESSAGES[self.what]
 
 
-SOFTWARE_CONFIGS = "software configs"
 SOFTWARE_DEPLOYMENTS = "software deployments"
 SERVICES = "the service list"
 MESSAGES = {
-    SOFTWARE_CONFIGS: "Software configs are not supported by Converge",
     SOFTWARE_DEPLOYMENTS: "Software deployments are not supported by Converge",
     SERVICES: "The orchestration service list is not supported by Converge: see /healthcheck and /readyz",
 }
@@ -64,10 +62,6 @@ _V1 = "/v1/{project_id}"
 #: Heat endpoints with no stack in the path that Converge does not implement.
 UNSUPPORTED = (
     Unsupported("GET", f"{_V1}/services", SERVICES),
-    Unsupported("GET", f"{_V1}/software_configs", SOFTWARE_CONFIGS),
-    Unsupported("POST", f"{_V1}/software_configs", SOFTWARE_CONFIGS),
-    Unsupported("GET", f"{_V1}/software_configs/{{config_id}}", SOFTWARE_CONFIGS),
-    Unsupported("DELETE", f"{_V1}/software_configs/{{config_id}}", SOFTWARE_CONFIGS),
     Unsupported("GET", f"{_V1}/software_deployments", SOFTWARE_DEPLOYMENTS),
     Unsupported("POST", f"{_V1}/software_deployments", SOFTWARE_DEPLOYMENTS),
     Unsupported("GET", f"{_V1}/software_deployments/metadata/{{server_id}}", SOFTWARE_DEPLOYMENTS),

@@ -310,6 +310,43 @@ _SNAPSHOT = _object(
         "creation_time": {"type": "string", "format": "date-time"},
     }
 )
+_SOFTWARE_CONFIG = _object(
+    {
+        "id": {"type": "string", "format": "uuid"},
+        "name": {"type": "string"},
+        "group": {"type": "string", "description": "The tool that runs it (default Heat::Ungrouped)."},
+        "config": {
+            "type": ["string", "object", "null"],
+            "description": "Script or manifest (a map: structured).",
+        },
+        "inputs": {"type": "array", "items": {"type": "object"}},
+        "outputs": {"type": "array", "items": {"type": "object"}},
+        "options": {"type": "object"},
+        "creation_time": {"type": "string", "format": "date-time"},
+    }
+)
+_SOFTWARE_CONFIG_BODY = _object(
+    {
+        "name": {"type": "string", "maxLength": 255},
+        "group": {"type": "string", "maxLength": 255},
+        "config": {
+            "type": ["string", "object", "null"],
+            "description": "At most CONVERGE_MAX_SOFTWARE_CONFIG_BYTES (default 1 MiB); more is 413.",
+        },
+        "inputs": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "Each: name, description, type, default, replace_on_change.",
+        },
+        "outputs": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": "Each: name, description, type, error_output.",
+        },
+        "options": {"type": "object"},
+    },
+    required=("name",),
+)
 _SNAPSHOT_BODY = _object(
     {"name": {"type": ["string", "null"], "maxLength": 255, "description": "The snapshot's name."}}
 )
@@ -355,7 +392,7 @@ def _components() -> Json:
         "output_key": "An output's name in the template.",
         "type_name": "A resource type, e.g. OS::Heat::TestResource.",
         "version": "A template version, e.g. heat_template_version.2016-10-14.",
-        "config_id": "A software config's id (not supported by Converge).",
+        "config_id": "A software config's id (a UUID).",
         "deployment_id": "A software deployment's id (not supported by Converge).",
         "server_id": "A server's id (not supported by Converge).",
         "snapshot_id": "A snapshot's id (a UUID).",
@@ -741,6 +778,37 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
     }
 
 
+def _software_config_paths() -> Json:
+    configs = "/v1/{project_id}/software_configs"
+    one = ("project_id", "config_id")
+    shown = _json(_object({"software_config": _SOFTWARE_CONFIG}), "The config.")
+    return {
+        configs: {
+            "get": _operation(
+                "List the project's software configs, oldest first (id, name, group, creation_time)",
+                {"200": _json(_list_of("software_configs", _SOFTWARE_CONFIG), "OK.")},
+                params=("project_id",),
+                query=_PAGING[:2],
+                tag="software",
+            ),
+            "post": _operation(
+                "Create a software config",
+                {"200": shown},
+                params=("project_id",),
+                body=_SOFTWARE_CONFIG_BODY,
+                errors=(413,),
+                tag="software",
+            ),
+        },
+        f"{configs}/{{config_id}}": {
+            "get": _operation("Show a software config", {"200": shown}, params=one, tag="software"),
+            "delete": _operation(
+                "Delete a software config", {"204": {"description": "Deleted."}}, params=one, tag="software"
+            ),
+        },
+    }
+
+
 def _unsupported_paths() -> Json:
     """Heat endpoints Converge does not implement: each answers 501 naming what."""
     paths: Json = {}
@@ -772,9 +840,16 @@ def openapi_document() -> Json:
             },
             {"name": "stacks", "description": "Stacks, their resources, events and outputs."},
             {"name": "catalog", "description": "Resource types, template versions, validation."},
+            {"name": "software", "description": "Software configs (what servers are configured with)."},
             {"name": "unsupported", "description": "Heat endpoints Converge does not implement (501)."},
         ],
-        "paths": {**_service_paths(), **_stack_paths(), **_catalog_paths(), **_unsupported_paths()},
+        "paths": {
+            **_service_paths(),
+            **_stack_paths(),
+            **_catalog_paths(),
+            **_software_config_paths(),
+            **_unsupported_paths(),
+        },
         "components": _components(),
     }
 

@@ -32,6 +32,7 @@ from services.engine.store.observing import ObservationStatements
 from services.engine.store.parity import ParityStatements
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.snapshots import SnapshotStatements
+from services.engine.store.software_configs import SoftwareConfigStatements
 from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -130,7 +131,14 @@ class EventRecord:
     reason: str
 
 
-class Tx(ObservationStatements, TenancyStatements, RecoveryStatements, ParityStatements, SnapshotStatements):
+class Tx(
+    ObservationStatements,
+    TenancyStatements,
+    RecoveryStatements,
+    ParityStatements,
+    SnapshotStatements,
+    SoftwareConfigStatements,
+):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
