@@ -38,7 +38,7 @@ def test_a_permanent_error_dead_letters_on_the_first_delivery_with_its_reason(er
 
 def test_a_transient_error_is_requeued_after_its_retry_after() -> None:
     verdict = verdict_for(TransientError("429 from the cloud", retry_after=2.5), attempt=1, max_deliveries=5)
-    assert verdict == Verdict(Action.REQUEUE, "TransientError: 429 from the cloud", 2.5)
+    assert verdict == Verdict(Action.REQUEUE, "TransientError: 429 from the cloud", delay=2.5)
 
 
 def test_a_transient_error_without_retry_after_is_requeued_at_once() -> None:
@@ -51,7 +51,7 @@ def test_a_retry_after_is_capped_and_never_negative() -> None:
     long = verdict_for(TransientError("slow down", retry_after=3600), attempt=1, max_deliveries=5)
     negative = verdict_for(TransientError("clock skew", retry_after=-3), attempt=1, max_deliveries=5)
     assert long.delay == MAX_RETRY_AFTER
-    assert negative == Verdict(Action.REQUEUE, "TransientError: clock skew", 0.0)
+    assert negative == Verdict(Action.REQUEUE, "TransientError: clock skew", delay=0.0)
 
 
 def test_a_transient_error_still_counts_towards_dead_lettering() -> None:
