@@ -13,24 +13,18 @@ The cloud is a `World` of Test::Thing resources.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from services.engine.core.model import StackId
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 
 #: heat-templates' hot/hello_world.yaml, as written (plus a parameter group).
 HELLO_WORLD = """\
@@ -128,36 +122,17 @@ ADDRESSED: dict[str, Any] = {
 }
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-    files: Path
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def settled(self, stack_id: str) -> Any:
-        await self.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
-        return await self.run(self.hc.stacks.get, stack_id)
-
-    def values(self) -> list[str]:
-        return sorted(str(r.properties.get("value")) for r in self.cv.world.live.values())
-
+class Heat(HeatClients):
     def file(self, name: str, text: str) -> str:
-        path = self.files / name
+        path = self.home / name
         path.write_text(text)
         return str(path)
 
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path), tmp_path)
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 async def test_a_hello_world_template_validates_with_warnings_and_creates(heat: Heat) -> None:

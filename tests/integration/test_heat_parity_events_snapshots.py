@@ -9,11 +9,9 @@ a `World` of Test::Thing resources (a type that takes snapshots of its real stat
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +20,10 @@ import pytest
 from services.engine.api.deps import ApiLimits
 from services.engine.core.model import StackId
 from tests.support.bus_fixtures import eventually
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "resources": {
@@ -38,22 +34,14 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
+class Heat(HeatClients):
     async def create(self, name: str, template: dict[str, Any]) -> str:
         created = await self.run(self.hc.stacks.create, stack_name=name, template=template)
         stack_id = str(created["stack"]["id"])
         await self.settled(stack_id)
         return stack_id
 
-    async def settled(self, stack_id: str) -> str:
+    async def settled(self, stack_id: str) -> str:  # type: ignore[override]  # the status here
         await self.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
         return str((await self.run(self.hc.stacks.get, stack_id)).stack_status)
 
@@ -63,11 +51,8 @@ class Heat:
 
 @contextlib.asynccontextmanager
 async def open_heat(database_url: str, tmp_path: Path, **options: Any) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0, **options) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
+    async with serving(Heat, database_url, tmp_path, **options) as heat:
+        yield heat
 
 
 @pytest.fixture

@@ -8,11 +8,9 @@ a `World` of Test::Thing resources, so each test sees what really happened to th
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +21,15 @@ from services.engine.messages import CheckResource
 from services.engine.recovery import Recovery
 from shared.protocol import ENGINE_QUEUE
 from tests.support.bus_fixtures import eventually
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.convergence import Converge
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 PAUSED = "CREATE paused until Hook pre-create is cleared"  # Heat's text (resource._break_if_required)
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any  # heatclient's v1 client
-    cli: OpenStack
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
+class Heat(HeatClients):
     async def create(self, name: str, template: dict[str, Any], **fields: Any) -> str:
         created = await self.run(self.hc.stacks.create, stack_name=name, template=template, **fields)
         return str(created["stack"]["id"])
@@ -59,11 +48,8 @@ class Heat:
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 def thing(value: str, **extra: Any) -> dict[str, Any]:

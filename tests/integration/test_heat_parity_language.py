@@ -13,28 +13,23 @@ functions.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from services.engine.core.model import StackId
 from services.engine.resolving import Resolved, ValuesNeeded, goal_values
 from services.engine.template import ResolutionError, ResourceData, load_stack
 from services.engine.template.definition import StackIdentity
 from services.engine.template_pool import TemplatePool
 from shared.plugins.registry import load_types
 from tests.support.cli import running_up
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 
 ROLES = [
     {"name": "Controller", "count": 3, "networks": ["External", "InternalApi", "Storage"]},
@@ -159,19 +154,7 @@ EXPECTED_OUTPUTS = {
 }
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def settled(self, stack_id: str) -> Any:
-        await self.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
-        return await self.run(self.hc.stacks.get, stack_id)
-
+class Heat(HeatClients):
     async def outputs(self, stack_id: str) -> dict[str, Any]:
         stack = await self.run(self.hc.stacks.get, stack_id)
         return {o["output_key"]: o["output_value"] for o in stack.outputs}
@@ -179,11 +162,8 @@ class Heat:
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 async def test_a_tripleo_style_yaql_template_validates_and_creates_with_heats_outputs(heat: Heat) -> None:

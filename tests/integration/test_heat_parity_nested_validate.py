@@ -12,10 +12,8 @@ template, environment and script files from disk as a user's would.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +22,12 @@ import yaml
 
 from services.engine.core.model import StackId
 from tests.support.bus_fixtures import eventually
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 
-
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-    home: Path
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
+class Heat(HeatClients):
     def write(self, name: str, content: dict[str, Any] | str) -> str:
         path = self.home / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,11 +44,8 @@ class Heat:
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path), tmp_path)
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 CHILD = {

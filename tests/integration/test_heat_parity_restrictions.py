@@ -11,10 +11,8 @@ actions take a while, so members in one batch are in progress together.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +21,12 @@ import pytest
 import yaml
 
 from services.engine.core.model import StackId
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 
-
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
+class Heat(HeatClients):
     async def create(self, name: str, template: dict[str, Any], **fields: Any) -> str:
         fields.setdefault("disable_rollback", True)
         created = await self.run(self.hc.stacks.create, stack_name=name, template=template, **fields)
@@ -56,11 +43,8 @@ class Heat:
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 def things(**values: str) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import json
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,9 @@ import pytest
 import yaml
 
 from services.engine.api.deps import DEFAULT_API_LIMITS, ApiLimits
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import BIN, OpenStack
+from tests.support import heat_parity
+from tests.support.heat_parity import HeatClients
+from tests.support.openstack_cli import BIN
 
 pytestmark = pytest.mark.integration
 
@@ -35,17 +35,7 @@ TOKENS = "t1=p1,t2=p2"
 SCRIPT = '#!/bin/sh\necho "hello $name"\n'
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    base: str
-    hc: Any
-    cli: OpenStack
-    home: Path
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
+class Heat(HeatClients):
     async def call(self, method: str, path: str, *, token: str = "t1", body: Any = None) -> tuple[int, Any]:
         async with (
             aiohttp.ClientSession() as http,
@@ -65,14 +55,8 @@ class Heat:
 async def serving(
     database_url: str, home: Path, limits: ApiLimits = DEFAULT_API_LIMITS
 ) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with (
-        converge(database_url, seed=0, duplicate_rate=0.0, api_limits=limits) as cv,
-        cv.http(TOKENS) as base,
-    ):
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, base, hc, OpenStack(f"{base}/v1/p1", "t1", home), home)
+    async with heat_parity.serving(Heat, database_url, home, tokens=TOKENS, api_limits=limits) as heat:
+        yield heat
 
 
 @pytest.fixture

@@ -10,22 +10,16 @@ a `World` of Test::Thing resources, changed behind Converge's back where a test 
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.engine.core.model import StackId
-from tests.support.convergence import Converge, converge
-from tests.support.openstack_cli import OpenStack
+from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
 
-TOKENS = "t1=p1"
 TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "parameters": {
@@ -43,30 +37,13 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
-@dataclass
-class Heat:
-    cv: Converge
-    hc: Any
-    cli: OpenStack
-
-    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def settled(self, stack_id: str) -> Any:
-        await self.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
-        return await self.run(self.hc.stacks.get, stack_id)
-
-    def values(self) -> list[str]:
-        return sorted(str(r.properties.get("value")) for r in self.cv.world.live.values())
+Heat = HeatClients
 
 
 @pytest.fixture
 async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
-    from heatclient import client as heatclient
-
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
-        hc = heatclient.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-        yield Heat(cv, hc, OpenStack(f"{base}/v1/p1", "t1", tmp_path))
+    async with serving(Heat, database_url, tmp_path) as heat:
+        yield heat
 
 
 async def test_patch_merges_parameters_and_environment_and_clear_parameters_resets(heat: Heat) -> None:
