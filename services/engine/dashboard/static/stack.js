@@ -404,6 +404,8 @@ export class StackPage {
     const load = h("button", { type: "button", id: "reload-template", onclick: () => this.loadTemplate() }, "Reset to current");
     const preview = h("button", { type: "button", id: "preview-update", onclick: () => this.previewUpdate() }, "Preview changes");
     const stale = () => (this.applyButton.disabled = true);
+    this.templateEdits = 0; // counts the user's edits, so a load answered after one does not undo it
+    this.templateText.addEventListener("input", () => (this.templateEdits += 1));
     this.templateText.addEventListener("input", stale);
     this.environmentText.addEventListener("input", stale);
     this.parameters.box.addEventListener("input", stale);
@@ -423,11 +425,13 @@ export class StackPage {
   }
 
   async loadTemplate() {
+    const edits = this.templateEdits;
     try {
       const [{ source, as_sent: asSent }, { stack }] = await Promise.all([
         this.api.call("GET", `${this.path}/template/source`),
         this.api.call("GET", this.path),
       ]);
+      if (this.templateEdits !== edits) return; // the user typed meanwhile: what they typed stays
       this.templateText.value = source;
       this.environmentText.value = "";
       this.templateNote.textContent = asSent ? "" : "This template was sent as JSON (by an API client), so it is shown as JSON.";
