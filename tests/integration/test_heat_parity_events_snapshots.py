@@ -189,7 +189,18 @@ async def test_a_snapshot_is_refused_while_an_operation_runs_and_limited_per_sta
             "resources": {"h": {"type": "OS::Heat::WaitConditionHandle"}},
         }
         busy = await heat.run(heat.hc.stacks.create, stack_name="busy", template=waiting)
-        await heat.run(heat.hc.stacks.update, busy["stack"]["id"], template=TEMPLATE)
+        # An update that waits for a signal that never comes: in progress whatever the timing.
+        waits = {
+            "resources": {
+                **waiting["resources"],
+                "w": {
+                    "type": "OS::Heat::WaitCondition",
+                    "properties": {"handle": {"get_resource": "h"}, "timeout": 600},
+                },
+            },
+            "heat_template_version": "2016-10-14",
+        }
+        await heat.run(heat.hc.stacks.update, busy["stack"]["id"], template=waits)
         with pytest.raises(exc.HTTPConflict) as conflict:
             await heat.run(heat.hc.stacks.snapshot, busy["stack"]["id"], "mid-update")
         assert "already has an action (UPDATE) in progress" in str(conflict.value)
