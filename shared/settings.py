@@ -331,7 +331,7 @@ class EngineSettings(CommonSettings):
         1000,
         ge=0,
         le=10_000_000,
-        description="Events each stack keeps; older ones are purged every few seconds (0 = keep "
+        description="Events each stack keeps; older ones are purged every event_purge_seconds (0 = keep "
         "all). Heat's max_events_per_stack; observation adds events every round, so a watched "
         "stack would otherwise grow without bound.",
     )
@@ -357,6 +357,122 @@ class EngineSettings(CommonSettings):
         le=3600,
         description="How often each engine looks for stacks nothing has moved for stall_seconds "
         "(seconds); also done once at start-up.",
+    )
+    # Engine tuning: how often an engine's background loops run, how long it keeps or waits
+    # for things, and how it rides out races (services/engine/settings_map.py:EngineTuning). The
+    # defaults suit any size of deployment; engines of one deployment may differ.
+    engine_prefetch: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Engine-queue messages (node checks, job results, observations) one engine "
+        "handles at once; they share its CONVERGE_DB_POOL_SIZE connections, so many more than the "
+        "pool only wait in the engine instead of in the queue, where another engine could take them.",
+    )
+    engine_heartbeat_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=60,
+        description="How often an engine records its heartbeat and checks that it still holds its "
+        "lease (seconds). A dead engine's outbox rows are relayed as soon as its database session "
+        "is gone, whatever this is.",
+    )
+    engine_lease_wait_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="At start-up, how long an engine waits to hold its lease before it goes on "
+        "without (seconds); outbox rows it writes unleased are relayed by other engines too, "
+        "which only duplicates (harmless) messages.",
+    )
+    engine_store_retries: int = Field(
+        5,
+        ge=0,
+        le=100,
+        description="Times one engine message is handled again after the database failed under "
+        "it (each time once the database answers again) before it counts as a failed delivery; "
+        "waiting for a database that is down spends nothing.",
+    )
+    outbox_stale_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="An outbox row (a message committed but not yet published) older than this "
+        "is published by any engine's relay (seconds): its publish failed, or its writer holds "
+        "no lease. Shorter sends such messages sooner and a slow publish twice more often.",
+    )
+    outbox_relay_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="How often each engine's relay looks for outbox rows to publish (seconds); "
+        "bounds how late a dead engine's messages leave.",
+    )
+    conflict_attempts: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Runs of one engine message that keeps losing a race with another handler (a "
+        "compare-and-swap, a serialization failure, a deadlock) before the conflict counts as a "
+        "failed delivery; each run reads the rows again and decides again.",
+    )
+    conflict_pause_seconds: float = Field(
+        0.01,
+        ge=0,
+        le=60,
+        description="Pause before the first run again after a conflict (seconds); it doubles with "
+        "each further conflict and is jittered, so handlers that collided do not collide again.",
+    )
+    conflict_max_pause_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=600,
+        description="The longest pause between runs after conflicts (seconds); at least "
+        "conflict_pause_seconds.",
+    )
+    timeout_scan_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="How often each engine ends stacks past their timeout and the batch pauses of "
+        "rolling updates that are due (seconds): either is noticed at most this late.",
+    )
+    observation_scan_seconds: float = Field(
+        0.25,
+        gt=0,
+        le=60,
+        description="How often each engine closes the observation rounds that are over (healing "
+        "what they found) and starts those that are due (seconds); a stack's observation interval "
+        "(at least 1 s) is kept to within this.",
+    )
+    event_purge_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=3600,
+        description="How often each engine purges the oldest events of stacks past "
+        "max_events_per_stack (seconds).",
+    )
+    prune_seconds: float = Field(
+        60.0,
+        gt=0,
+        le=86_400,
+        description="How often each engine drops superseded traversal graphs and the ids of "
+        "messages handled long ago (seconds).",
+    )
+    inbox_keep_seconds: float = Field(
+        86_400.0,
+        ge=60,
+        le=30 * 86_400,
+        description="How long the id of a handled engine message is kept, so that a copy of it is "
+        "recognised and dropped (seconds). A copy older than this is handled again, which handlers "
+        "survive (they are idempotent); a day outlasts any redelivery or relay.",
+    )
+    traversal_keep_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="How long a superseded traversal's graph is kept after it started (seconds): "
+        "checks of it still committing then stop quietly instead of finding no rows.",
     )
     # Keystone mode (services/engine/api/keystone.py): set keystone_url to validate Keystone
     # tokens. The credentials are Converge's own service user's, as a Heat service user's.
@@ -415,6 +531,16 @@ class EngineSettings(CommonSettings):
             f"{ENV_PREFIX}KEYSTONE_APPLICATION_CREDENTIAL_ID and _SECRET): the service credentials "
             "Converge validates tokens with"
         )
+
+    @field_validator("conflict_max_pause_seconds")
+    @classmethod
+    def _pauses_in_order(cls, value: float, info: ValidationInfo) -> float:
+        first = info.data.get("conflict_pause_seconds")
+        if first is not None and value < first:
+            raise ValueError(
+                f"must be at least {ENV_PREFIX}CONFLICT_PAUSE_SECONDS ({first}): the pauses grow up to it"
+            )
+        return value
 
     @field_validator("database_url")
     @classmethod

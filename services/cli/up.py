@@ -27,7 +27,6 @@ import contextlib
 import gc
 import json
 import sys
-import uuid
 from pathlib import Path
 
 import aiohttp
@@ -39,14 +38,8 @@ from services.cli.launch import next_steps
 from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
 from services.engine.api.keystone import keystone_config, open_keystone
-from services.engine.service import (
-    EngineService,
-    api_limits,
-    heal_policy,
-    quotas,
-    template_limits,
-    template_pool,
-)
+from services.engine.service import EngineService
+from services.engine.settings_map import template_pool
 from services.engine.store import open_database
 from services.engine.template import constraint_registry
 from services.observer.service import ObserverMetrics, ObserverService
@@ -152,21 +145,15 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         stack.callback(templates.close)
         await templates.start()
         with structlog.contextvars.bound_contextvars(service="engine"):
-            engine = EngineService(
+            engine = EngineService.from_settings(
+                settings,
                 pool=pool,
                 bus=bus,
                 types=types,
                 constraints=constraints,
-                engine_id=uuid.uuid4(),
+                templates=templates,
                 supervisor=supervisor,
                 registry=registry,
-                limits=template_limits(settings),
-                heal=heal_policy(settings),
-                quotas=quotas(settings),
-                templates=templates,
-                api_limits=api_limits(settings),
-                stall_seconds=settings.stall_seconds,
-                stall_check_seconds=settings.stall_check_seconds,
                 # The in-process bus starts empty: everything in flight was lost with it.
                 recover_at_start=settings.amqp_url is None,
             )

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import gc
 import sys
-import uuid
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -23,14 +22,8 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
 from services.engine.api.keystone import keystone_config, open_keystone
-from services.engine.service import (
-    EngineService,
-    api_limits,
-    heal_policy,
-    quotas,
-    template_limits,
-    template_pool,
-)
+from services.engine.service import EngineService
+from services.engine.settings_map import template_pool
 from services.engine.store import open_database
 from services.engine.template import constraint_registry
 from shared.bus.amqp import AmqpBus
@@ -66,21 +59,15 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
         templates = template_pool(settings, types, constraints)
         stack.callback(templates.close)
         await templates.start()
-        engine = EngineService(
+        engine = EngineService.from_settings(
+            settings,
             pool=pool,
             bus=bus,
             types=types,
             constraints=constraints,
-            engine_id=uuid.uuid4(),
+            templates=templates,
             supervisor=supervisor,
             registry=registry,
-            limits=template_limits(settings),
-            quotas=quotas(settings),
-            heal=heal_policy(settings),
-            templates=templates,
-            api_limits=api_limits(settings),
-            stall_seconds=settings.stall_seconds,
-            stall_check_seconds=settings.stall_check_seconds,
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

@@ -4,13 +4,17 @@
 `engine` queue (node checks and job results, see `checks`), relays outbox
 messages left behind by a failed publish or a dead engine, and offers the
 stack operations (`operations`). `converge-engine` and `converge up` both
-host it.
+host it, and both build it the one way the test harnesses do too:
+`EngineService.from_settings(settings, ...)`, which turns `EngineSettings`
+into the records its parts receive (services/engine/settings_map.py), so a
+setting reaches the engine whichever way it runs. Every period and age below
+is one of those settings (`EngineTuning`).
 
 Work a dead engine held is taken over without it: its unacknowledged messages
 return to the queue when its connection drops, and its committed but
 unpublished outbox rows are relayed by any live engine at once (its lease is
 gone) or once they are `outbox_stale_seconds` old (checked every
-`relay_seconds`). A database outage holds the messages being handled (they
+`outbox_relay_seconds`). A database outage holds the messages being handled (they
 wait for the database and are retried) instead of spending their deliveries,
 so an outage never dead-letters work.
 
@@ -39,12 +43,12 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry
 
-from services.engine.api.deps import DEFAULT_API_LIMITS, READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
+from services.engine.api.deps import READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
 from services.engine.checks import Convergence
-from services.engine.conflicts import DEFAULT_CONFLICT_POLICY, ConflictPolicy, retry_conflicts
+from services.engine.conflicts import retry_conflicts
 from services.engine.core.healing import HealPolicy
-from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.quotas import Quotas
 from services.engine.definitions import DefinitionCache
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
@@ -56,14 +60,22 @@ from services.engine.outbox import Outbox
 from services.engine.recovery import Recovery
 from services.engine.retention import EventRetention
 from services.engine.scaling import Scaler
+from services.engine.settings_map import (
+    EngineTuning,
+    api_limits,
+    engine_tuning,
+    heal_policy,
+    quotas,
+    template_limits,
+)
 from services.engine.signals import Signals
 from services.engine.snapshots import Snapshots
 from services.engine.store import Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.store.retention import EventPurge
-from services.engine.template import DEFAULT_CONSTRAINTS, DEFAULT_LIMITS, CustomConstraints, TemplateLimits
-from services.engine.template_pool import INLINE, TemplatePool, TemplateRunner
+from services.engine.template import DEFAULT_CONSTRAINTS, CustomConstraints, TemplateLimits
+from services.engine.template_pool import INLINE, TemplateRunner
 from shared.bus import Bus, Delivery
 from shared.errors import ConflictError, StoreUnavailable
 from shared.host import Consumption
@@ -90,42 +102,37 @@ class EngineService:
         types: Mapping[str, type[ResourceType]],
         engine_id: uuid.UUID,
         supervisor: Supervisor,
-        prefetch: int = 64,
-        heartbeat_seconds: float = 2.0,
-        stall_seconds: float = 300.0,
-        stall_check_seconds: float = 10.0,
+        tuning: EngineTuning,
+        limits: TemplateLimits,
+        quotas: Quotas,
+        api_limits: ApiLimits,
+        heal: HealPolicy,
+        templates: TemplateRunner = INLINE,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
-        limits: TemplateLimits = DEFAULT_LIMITS,
-        quotas: Quotas = DEFAULT_QUOTAS,
-        api_limits: ApiLimits = DEFAULT_API_LIMITS,
         clock: Callable[[], float] = time.time,
-        outbox_stale_seconds: float = 5.0,
-        relay_seconds: float = 1.0,
-        store_retries: int = 5,
-        heal: HealPolicy | None = None,
-        templates: TemplateRunner = INLINE,
-        event_purge_seconds: float = 5.0,
-        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
-        conflicts: ConflictPolicy = DEFAULT_CONFLICT_POLICY,
         draw: Callable[[], float] = random.random,
     ) -> None:
-        """`constraints`: the custom constraints parameters may name (`constraint_registry`
-        of what `shared.plugins.constraints.load_constraints` found)."""
+        """Hosts build it with `from_settings`; the records here are what its settings
+        become (services/engine/settings_map.py). `constraints`: the custom constraints
+        parameters may name (`constraint_registry` of what
+        `shared.plugins.constraints.load_constraints` found)."""
+        self.tuning = tuning
         self.constraints = constraints
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
         self._clock = clock
-        self._stall_check_seconds = stall_check_seconds
+        self._stall_check_seconds = tuning.stall_check_seconds
         self._recover_at_start = recover_at_start
         self.store = Store(pool, engine_id=engine_id)
-        self.lease = EngineLease(pool, engine_id, check_every=heartbeat_seconds)
+        self.lease = EngineLease(pool, engine_id, check_every=tuning.heartbeat_seconds)
         self.bus = bus
         self.engine_id = engine_id
-        self.outbox = Outbox(pool=pool, bus=bus, stale_after=outbox_stale_seconds)
-        self._relay_seconds = relay_seconds
-        self._store_retries = store_retries
-        self._conflicts = conflicts
+        self.outbox = Outbox(pool=pool, bus=bus, stale_after=tuning.outbox_stale_seconds)
+        self._relay_seconds = tuning.relay_seconds
+        self._store_retries = tuning.store_retries
+        self._conflicts = tuning.conflicts
         self._draw = draw  # uniform in [0, 1): the jitter of conflict pauses
         self.types = types
         self.limits = limits
@@ -154,17 +161,63 @@ class EngineService:
             config_bytes=api_limits.config_bytes,
         )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
-        self.healing = Healing(
-            store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
-        )
+        self.healing = Healing(store=self.store, outbox=self.outbox, definitions=definitions, policy=heal)
         self.recovery = Recovery(
-            store=self.store, outbox=self.outbox, stall_seconds=stall_seconds, registry=registry, clock=clock
+            store=self.store,
+            outbox=self.outbox,
+            stall_seconds=tuning.stall_seconds,
+            registry=registry,
+            clock=clock,
         )
         self.retention = EventRetention(EventPurge(pool), per_stack=api_limits.events_per_stack)
-        self._event_purge_seconds = event_purge_seconds
+        self._event_purge_seconds = tuning.event_purge_seconds
         self._supervisor = supervisor
-        self._prefetch = prefetch
-        self._heartbeat_seconds = heartbeat_seconds
+        self._prefetch = tuning.prefetch
+        self._heartbeat_seconds = tuning.heartbeat_seconds
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: EngineSettings,
+        *,
+        pool: asyncpg.Pool,
+        bus: Bus,
+        types: Mapping[str, type[ResourceType]],
+        supervisor: Supervisor,
+        templates: TemplateRunner = INLINE,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+        recover_at_start: bool = False,
+        registry: CollectorRegistry | None = None,
+        engine_id: uuid.UUID | None = None,
+        clock: Callable[[], float] = time.time,
+        draw: Callable[[], float] = random.random,
+    ) -> EngineService:
+        """The engine as `settings` configure it: the one way every host builds it
+        (`converge-engine`, `converge up`, the test harnesses). Besides the settings
+        it takes what the host owns: the database pool, the bus, the resource types
+        and custom constraints it loaded, the template pool it runs (`template_pool`;
+        INLINE runs template work on the caller's thread), the supervisor of its
+        tasks, the metrics registry; `recover_at_start` when the bus starts empty
+        (the in-process one: all work in flight is sent again once the lease is
+        held); `engine_id` (a fresh one by default); and the clock and randomness."""
+        return cls(
+            pool=pool,
+            bus=bus,
+            types=types,
+            engine_id=engine_id if engine_id is not None else uuid.uuid4(),
+            supervisor=supervisor,
+            tuning=engine_tuning(settings),
+            limits=template_limits(settings),
+            quotas=quotas(settings),
+            api_limits=api_limits(settings),
+            heal=heal_policy(settings),
+            templates=templates,
+            constraints=constraints,
+            recover_at_start=recover_at_start,
+            registry=registry,
+            clock=clock,
+            draw=draw,
+        )
 
     def api(self) -> ApiDeps:
         """What the HTTP API needs from this engine."""
@@ -242,20 +295,24 @@ class EngineService:
             pause = min(cap, pause * 2)
 
     async def start(self) -> None:
+        tuning = self.tuning
+        log.info("engine_tuning", engine_id=str(self.engine_id), **dataclasses.asdict(tuning))
         await self.store.register_engine(self.engine_id, hostname=socket.gethostname(), pid=os.getpid())
         self._supervisor.spawn("engine-lease", self.lease.hold())
         try:  # rows written before the lease is held look like a dead engine's
-            await asyncio.wait_for(self.lease.held.wait(), timeout=30)
+            await asyncio.wait_for(self.lease.held.wait(), timeout=tuning.lease_wait_seconds)
         except TimeoutError:
             log.warning("engine_lease_not_held_yet")
         if self._recover_at_start:
             await self._recover_everything()
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
-        self._supervisor.spawn("janitor", self._janitor())
-        self._supervisor.spawn("timeouts", self._timeouts())
+        self._supervisor.spawn("janitor", self._janitor(every=tuning.prune_seconds))
+        self._supervisor.spawn("timeouts", self._timeouts(every=tuning.timeout_scan_seconds))
         self._supervisor.spawn("recovery", self._recovery())
-        self._supervisor.spawn("observation-rounds", self._observation_rounds())
+        self._supervisor.spawn(
+            "observation-rounds", self._observation_rounds(every=tuning.observation_scan_seconds)
+        )
         self._supervisor.spawn("event-retention", self._event_retention())
 
     async def _heartbeat(self) -> None:
@@ -280,7 +337,7 @@ class EngineService:
             log.info("recovered_at_start", stacks=stacks)
             return
 
-    async def _timeouts(self, *, every: float = 1.0) -> None:
+    async def _timeouts(self, *, every: float) -> None:
         """Stacks never sit IN_PROGRESS past their timeout, message or no message; a
         group member's batch pause ends when it is due."""
         while True:
@@ -300,7 +357,7 @@ class EngineService:
                 log.warning("recovery_scan_failed", error=str(exc))
             await asyncio.sleep(self._stall_check_seconds)
 
-    async def _observation_rounds(self, *, every: float = 0.25) -> None:
+    async def _observation_rounds(self, *, every: float) -> None:
         """Close the observation rounds that are over (healing what they found), then
         start those that are due (stacks under observation)."""
         while True:
@@ -325,11 +382,14 @@ class EngineService:
         still running and what was sent again) and send its work in flight again."""
         return await self.recovery.recover_stalled()
 
-    async def _janitor(self, *, every: float = 60.0) -> None:
+    async def _janitor(self, *, every: float) -> None:
         while True:
             await asyncio.sleep(every)
             try:
-                traversals, inbox = await self.store.prune()
+                traversals, inbox = await self.store.prune(
+                    inbox_seconds=self.tuning.inbox_keep_seconds,
+                    traversal_seconds=self.tuning.traversal_keep_seconds,
+                )
             except StoreUnavailable as exc:
                 log.warning("prune_failed", error=str(exc))
                 continue
@@ -341,63 +401,3 @@ class EngineService:
             await self.store.unregister_engine(self.engine_id)
         except StoreUnavailable as exc:
             log.warning("unregister_failed", error=str(exc))
-
-
-def quotas(settings: EngineSettings) -> Quotas:
-    """Per-project and per-tree quotas (each project gets the same; every engine must use the same)."""
-    return Quotas(
-        stacks_per_project=settings.max_stacks_per_project,
-        resources_per_tree=settings.max_resources_per_tree,
-    )
-
-
-def heal_policy(settings: EngineSettings) -> HealPolicy:
-    """How long healing waits before retrying a heal that failed."""
-    return HealPolicy(first=settings.heal_retry_seconds, cap=settings.heal_retry_max_seconds)
-
-
-def api_limits(settings: EngineSettings) -> ApiLimits:
-    """What one API request may cost (signals, live streams)."""
-    return ApiLimits(
-        signal_bytes=settings.max_signal_bytes,
-        signals_per_handle=settings.max_signals_per_handle,
-        signal_reason_chars=settings.max_signal_reason_chars,
-        streams_per_token=settings.max_streams_per_token,
-        snapshots_per_stack=settings.max_snapshots_per_stack,
-        events_per_stack=settings.max_events_per_stack,
-        config_bytes=settings.max_software_config_bytes,
-    )
-
-
-def template_limits(settings: EngineSettings) -> TemplateLimits:
-    """The deployment's template limits (every engine must use the same)."""
-    return dataclasses.replace(
-        DEFAULT_LIMITS,
-        max_template_bytes=settings.max_template_bytes,
-        max_resources=settings.max_resources_per_stack,
-        max_nested_depth=settings.max_nested_depth,
-        max_depth=settings.max_document_depth,
-        max_yaml_nodes=settings.max_yaml_nodes,
-        max_yaml_aliases=settings.max_yaml_aliases,
-        max_evaluation_bytes=settings.max_evaluation_bytes,
-        max_evaluation_items=settings.max_evaluation_items,
-        max_yaql_expression_length=settings.max_yaql_expression_length,
-        yaql_limit_iterators=settings.yaql_limit_iterators,
-        yaql_memory_quota=settings.yaql_memory_quota,
-    )
-
-
-def template_pool(
-    settings: EngineSettings,
-    types: Mapping[str, type[ResourceType]],
-    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
-) -> TemplatePool:
-    """The process pool where this engine's template work runs (close it when done)."""
-    modules = {cls.__module__ for cls in types.values()}
-    modules |= {getattr(v, "__module__", None) or "" for v in constraints.validators.values()} - {""}
-    return TemplatePool(
-        workers=settings.template_workers,
-        timeout_seconds=settings.template_timeout_seconds,
-        memory_bytes=settings.template_worker_memory_bytes,
-        preload=sorted(modules),
-    )

@@ -7,7 +7,6 @@ engine, worker and observer (in-process bus), python-heatclient unmodified.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import json
 import uuid
@@ -20,6 +19,7 @@ import pytest
 from services.engine.core.model import StackId
 from services.engine.template import DEFAULT_LIMITS
 from tests.support.convergence import Converge, converge
+from tests.support.engine_settings import engine_settings
 
 pytestmark = pytest.mark.integration
 
@@ -242,11 +242,11 @@ def big_template(resources: int) -> dict[str, Any]:
 async def test_the_api_checks_templates_against_the_deployments_limit_not_the_default(
     database_url: str, max_template_bytes: int, expected: int
 ) -> None:
-    limits = dataclasses.replace(DEFAULT_LIMITS, max_template_bytes=max_template_bytes)
+    settings = engine_settings(max_template_bytes=max_template_bytes)
     template = big_template(1000)
     assert len(json.dumps(template)) > DEFAULT_LIMITS.max_template_bytes
     async with (
-        converge(database_url, seed=0, duplicate_rate=0.0, limits=limits) as cv,
+        converge(database_url, seed=0, duplicate_rate=0.0, settings=settings) as cv,
         cv.http(TOKENS) as base,
     ):
         payload = io.BytesIO(json.dumps({"stack_name": "big", "template": template}).encode())

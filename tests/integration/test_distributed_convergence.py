@@ -17,12 +17,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.engine.definitions import DefinitionCache
 from services.engine.operations import Goal, Operations
-from services.engine.outbox import Outbox
-from services.engine.store import Store, connect
+from services.engine.store import connect
 from shared.bus.amqp import AmqpBus
-from shared.plugins.registry import load_types
+from tests.support.engine_settings import idle_engine
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
@@ -75,14 +73,7 @@ async def operations(
 ) -> AsyncIterator[tuple[Operations, asyncpg.Pool]]:
     pool = await connect(database_url, size=2)
     bus = await AmqpBus.connect(amqp_url, prefix=queue_prefix, connection_name=f"{queue_prefix}:test")
-    types = load_types()
-    ops = Operations(
-        store=Store(pool),
-        outbox=Outbox(pool=pool, bus=bus),
-        definitions=DefinitionCache(types=types),
-        types=types,
-    )
-    yield ops, pool
+    yield idle_engine(pool, bus).operations, pool
     await bus.close()
     await pool.close()
 

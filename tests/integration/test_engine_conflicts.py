@@ -10,13 +10,11 @@ like any failure (a conflict spends deliveries only once it outlasts the retries
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import asyncpg
 import pytest
 
-from services.engine.conflicts import ConflictPolicy
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
@@ -28,6 +26,7 @@ from shared.plugins.registry import load_types
 from shared.protocol import ENGINE_QUEUE, ResourceChanged
 from shared.tasks import Supervisor
 from tests.support.bus_fixtures import eventually
+from tests.support.engine_settings import engine_settings
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +48,11 @@ class LosesRaces:
 
 async def engine_with(database_url: str, bus: MemoryBus, observing: LosesRaces) -> tuple[EngineService, Any]:
     pool = await connect(database_url, size=2)
-    engine = EngineService(
-        pool=pool,
-        bus=bus,
-        types=load_types(),
-        engine_id=uuid.uuid4(),
-        supervisor=Supervisor(),
-        conflicts=ConflictPolicy(attempts=5, first=0.001, cap=0.01),
+    settings = engine_settings(
+        conflict_attempts=5, conflict_pause_seconds=0.001, conflict_max_pause_seconds=0.01
+    )
+    engine = EngineService.from_settings(
+        settings, pool=pool, bus=bus, types=load_types(), supervisor=Supervisor()
     )
     engine.observing = observing  # type: ignore[assignment]
     return engine, pool

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 
 from tests.support.convergence import converge
+from tests.support.engine_settings import engine_settings
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,9 @@ async def test_a_stack_with_no_progress_is_reported_with_what_is_running_and_sen
 ) -> None:
     stuck = {"type": "OS::Heat::TestResource", "properties": {"action_wait_secs": {"create": 600}}}
     template = {"heat_template_version": "2016-10-14", "resources": {"stuck": stuck}}
-    async with converge(database_url, seed=0, duplicate_rate=0.0, stall_seconds=0.5) as cv:
+    async with converge(
+        database_url, seed=0, duplicate_rate=0.0, settings=engine_settings(stall_seconds=0.5)
+    ) as cv:
         stack = await cv.create("s", template)
         async with asyncio.timeout(30):
             while True:  # until the stack has been quiet for the stall time

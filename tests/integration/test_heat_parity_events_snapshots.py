@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from services.engine.api.deps import ApiLimits
 from services.engine.core.model import StackId
 from tests.support.bus_fixtures import eventually
+from tests.support.engine_settings import engine_settings
 from tests.support.heat_parity import HeatClients, serving
 
 pytestmark = pytest.mark.integration
@@ -119,8 +119,8 @@ async def test_event_filters_sorting_and_paging_answer_as_heat(heat: Heat) -> No
 async def test_a_stack_keeps_its_newest_events_only(database_url: str, tmp_path: Path) -> None:
     """Heat's max_events_per_stack (CONVERGE_MAX_EVENTS_PER_STACK): past the cap, the oldest
     events are purged; the newest, with the stack's last state, stay."""
-    limits = ApiLimits(events_per_stack=5)
-    async with open_heat(database_url, tmp_path, api_limits=limits, event_purge_seconds=0.1) as heat:
+    settings = engine_settings(max_events_per_stack=5, event_purge_seconds=0.1)
+    async with open_heat(database_url, tmp_path, settings=settings) as heat:
         stack_id = await heat.create("capped", TEMPLATE)
 
         async def capped() -> bool:
@@ -177,7 +177,7 @@ async def test_a_snapshot_is_refused_while_an_operation_runs_and_limited_per_sta
 ) -> None:
     from heatclient import exc
 
-    async with open_heat(database_url, tmp_path, api_limits=ApiLimits(snapshots_per_stack=1)) as heat:
+    async with open_heat(database_url, tmp_path, settings=engine_settings(max_snapshots_per_stack=1)) as heat:
         stack_id = await heat.create("few", TEMPLATE)
         await heat.run(heat.hc.stacks.snapshot, stack_id, "one")
         assert await heat.settled(stack_id) == "SNAPSHOT_COMPLETE"

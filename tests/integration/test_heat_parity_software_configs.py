@@ -24,8 +24,9 @@ import aiohttp
 import pytest
 import yaml
 
-from services.engine.api.deps import DEFAULT_API_LIMITS, ApiLimits
+from shared.settings import EngineSettings
 from tests.support import heat_parity
+from tests.support.engine_settings import engine_settings
 from tests.support.heat_parity import HeatClients
 from tests.support.openstack_cli import BIN
 
@@ -53,9 +54,9 @@ class Heat(HeatClients):
 
 @contextlib.asynccontextmanager
 async def serving(
-    database_url: str, home: Path, limits: ApiLimits = DEFAULT_API_LIMITS
+    database_url: str, home: Path, settings: EngineSettings | None = None
 ) -> AsyncIterator[Heat]:
-    async with heat_parity.serving(Heat, database_url, home, tokens=TOKENS, api_limits=limits) as heat:
+    async with heat_parity.serving(Heat, database_url, home, tokens=TOKENS, settings=settings) as heat:
         yield heat
 
 
@@ -326,7 +327,7 @@ async def test_a_template_with_all_four_config_types_stores_configs_readable_thr
 async def test_a_config_over_the_size_setting_is_refused_by_the_api_and_fails_its_resource(
     database_url: str, tmp_path: Path
 ) -> None:
-    async with serving(database_url, tmp_path, ApiLimits(config_bytes=2048)) as heat:
+    async with serving(database_url, tmp_path, engine_settings(max_software_config_bytes=2048)) as heat:
         await _over_the_limit(heat)
 
 

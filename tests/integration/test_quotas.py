@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.engine.core.quotas import Quotas
 from tests.integration.test_api import call
 from tests.support.convergence import converge
+from tests.support.engine_settings import engine_settings
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +25,9 @@ def template(count: int) -> dict[str, object]:
 
 @pytest.fixture
 async def base(database_url: str) -> AsyncIterator[str]:
-    quotas = Quotas(stacks_per_project=2)
+    settings = engine_settings(max_stacks_per_project=2)
     async with (
-        converge(database_url, seed=0, duplicate_rate=0.0, quotas=quotas) as cv,
+        converge(database_url, seed=0, duplicate_rate=0.0, settings=settings) as cv,
         cv.http("t1=p1,t2=p2") as url,
     ):
         yield url

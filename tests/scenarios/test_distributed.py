@@ -15,17 +15,15 @@ import pytest
 import pytest_asyncio
 
 from services.engine.checks import Convergence
-from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
-from services.engine.outbox import Outbox
-from services.engine.store import Store, connect
+from services.engine.store import connect
 from services.engine.store.migrate import migrate
 from shared.bus.amqp import AmqpBus
-from shared.plugins.registry import load_types
 from tests.conftest import AMQP_URL, DB_URL, RUN_ID
 from tests.scenarios.library import SCENARIOS
 from tests.support.databases import create_database, drop_database
 from tests.support.distributed import DistributedConverge
+from tests.support.engine_settings import idle_engine
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.harness import Harness
 from tests.support.ports import free_port
@@ -65,15 +63,12 @@ async def cluster() -> AsyncIterator[Cluster]:
     ]
     processes = [await ServiceProcess(argv, env).start() for argv, env in specs]
     bus = await AmqpBus.connect(AMQP_URL, prefix=prefix, connection_name=f"{prefix}:test")
-    types = load_types()
-    store, outbox, definitions = Store(pool), Outbox(pool=pool, bus=bus), DefinitionCache(types=types)
-    operations = Operations(store=store, outbox=outbox, definitions=definitions, types=types)
-    convergence = Convergence(store=store, outbox=outbox, definitions=definitions, types=types)
+    engine = idle_engine(pool, bus)
     try:
         for process in processes:
             await process.wait_for_event("ready", timeout=90)
         async with serve(FakeApi()) as api:
-            yield Cluster(operations, convergence, pool, api)
+            yield Cluster(engine.operations, engine.convergence, pool, api)
     finally:
         for process in processes:
             await process.stop()

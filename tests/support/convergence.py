@@ -27,14 +27,12 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
-from services.engine.api.deps import DEFAULT_API_LIMITS, ApiLimits
 from services.engine.core.model import StackId
-from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.operations import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
-from services.engine.template import DEFAULT_LIMITS, TemplateLimits, constraint_registry
+from services.engine.template import constraint_registry
 from services.observer.completion import PollPolicy
 from services.observer.service import ObserverMetrics, ObserverService
 from services.worker.service import WorkerMetrics, WorkerService
@@ -45,9 +43,10 @@ from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
-from shared.settings import MAX_DELIVERIES
+from shared.settings import EngineSettings
 from shared.tasks import Supervisor
 from tests.support.crashes import CrashingEngines, CrashPlan
+from tests.support.engine_settings import engine_settings
 from tests.support.ports import free_port
 from tests.support.world import World, thing_type
 
@@ -152,15 +151,14 @@ async def converge(
     seed: int,
     duplicate_rate: float = 0.2,
     resend_rate: float = 0.0,
-    stall_seconds: float = 300.0,
     crashes: CrashPlan | None = None,
-    limits: TemplateLimits = DEFAULT_LIMITS,
-    quotas: Quotas = DEFAULT_QUOTAS,
-    api_limits: ApiLimits = DEFAULT_API_LIMITS,
-    event_purge_seconds: float = 5.0,
+    settings: EngineSettings | None = None,
 ) -> AsyncIterator[Converge]:
     """`resend_rate`: the chance that a message is also sent again under a new id (as
-    recovery sends work in flight again), which the engine's inbox does not drop."""
+    recovery sends work in flight again), which the engine's inbox does not drop.
+    `settings`: the engine's (tests.support.engine_settings; default: the defaults),
+    from which every engine here is built as `converge-engine` builds its own."""
+    settings = settings or engine_settings()
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
     constraints = constraint_registry(load_constraints())  # as the engine's main loads them
@@ -168,27 +166,22 @@ async def converge(
     async with pool.acquire() as conn:
         await migrate(conn)
     chaos = Chaos(seed=seed, reorder=True, duplicate_rate=duplicate_rate, resend_rate=resend_rate)
-    bus = MemoryBus(max_deliveries=MAX_DELIVERIES, chaos=chaos)  # production's limit
+    bus = MemoryBus(max_deliveries=settings.max_deliveries, chaos=chaos)  # production's by default
     supervisor = Supervisor()
-    engine = EngineService(
-        pool=pool,
-        bus=bus,
-        types=types,
-        constraints=constraints,
-        engine_id=uuid.uuid4(),
-        supervisor=supervisor,
-        stall_seconds=stall_seconds,
-        limits=limits,
-        quotas=quotas,
-        api_limits=api_limits,
-        event_purge_seconds=event_purge_seconds,
+    engine = EngineService.from_settings(
+        settings, pool=pool, bus=bus, types=types, constraints=constraints, supervisor=supervisor
     )
     engines: CrashingEngines | None = None
     if crashes is not None:
         # Relay quickly: a crash between commit and publish leaves outbox rows behind.
-        options = {"stall_seconds": stall_seconds, "outbox_stale_seconds": 1.0, "relay_seconds": 0.1}
+        quick = settings.model_copy(update={"outbox_stale_seconds": 1.0, "outbox_relay_seconds": 0.1})
         engines = CrashingEngines(
-            database_url=database_url, bus=bus, types=types, plan=crashes, engine_options=options
+            database_url=database_url,
+            bus=bus,
+            types=types,
+            plan=crashes,
+            settings=quick,
+            constraints=constraints,
         )
         await engines.start()
     else:

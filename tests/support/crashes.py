@@ -34,7 +34,6 @@ import contextvars
 import dataclasses
 import itertools
 import random
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -46,11 +45,13 @@ import structlog
 
 from services.engine.service import EngineService
 from services.engine.store import connect
+from services.engine.template import DEFAULT_CONSTRAINTS, CustomConstraints
 from shared.bus import Delivery, Handler
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.host import Consumption, start_consuming
 from shared.messages import Codec, Message
 from shared.plugins import ResourceType
+from shared.settings import EngineSettings
 from shared.tasks import Supervisor
 
 log = structlog.get_logger(__name__)
@@ -330,15 +331,18 @@ class CrashingEngines:
         bus: MemoryBus,
         types: Mapping[str, type[ResourceType]],
         plan: CrashPlan,
+        settings: EngineSettings,
+        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         count: int = 2,
-        engine_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """Each engine is built from `settings` as `converge-engine` builds its own."""
         self._database_url = database_url
         self._bus = bus
         self._types = types
         self._plan = plan
         self._count = count
-        self._options = dict(engine_options or {})
+        self._settings = settings
+        self._constraints = constraints
         self._names = itertools.count(1)
         self._replacing: set[asyncio.Task[None]] = set()
         self.nodes: list[EngineNode] = []
@@ -352,13 +356,13 @@ class CrashingEngines:
         pool = await connect(self._database_url, size=4)
         node = EngineNode(f"engine-{next(self._names)}", pool, self._crash)
         bus = StepBus(self._bus, node)
-        node.service = EngineService(
+        node.service = EngineService.from_settings(
+            self._settings,
             pool=StepPool(pool, node),  # type: ignore[arg-type]
             bus=bus,
             types=self._types,
-            engine_id=uuid.uuid4(),
+            constraints=self._constraints,
             supervisor=node.supervisor,
-            **self._options,
         )
         await node.service.start()
         consumptions: list[Consumption] = [

@@ -21,15 +21,13 @@ from typing import Any
 
 import asyncpg
 
-from services.engine.definitions import DefinitionCache
 from services.engine.operations import Operations
-from services.engine.outbox import Outbox
-from services.engine.store import Store, connect
+from services.engine.store import connect
 from services.engine.store.migrate import migrate
 from shared.bus.amqp import AmqpBus
-from shared.plugins.registry import load_types
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
 from tests.support.bus_fixtures import eventually
+from tests.support.engine_settings import idle_engine
 from tests.support.fake_rest_api import FakeApi
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
@@ -157,14 +155,7 @@ class Driver:
             await migrate(conn)
         name = connection_name or f"{prefix}:test-driver"
         bus = await AmqpBus.connect(amqp_url, prefix=prefix, connection_name=name)
-        types = load_types()
-        operations = Operations(
-            store=Store(pool),
-            outbox=Outbox(pool=pool, bus=bus),
-            definitions=DefinitionCache(types=types),
-            types=types,
-        )
-        return cls(pool, bus, operations)
+        return cls(pool, bus, idle_engine(pool, bus).operations)
 
     async def settled(self, stack_id: uuid.UUID, *, timeout: float = 600) -> tuple[str, str, str]:
         """Wait (bounded) until the stack's operation ended, through database outages."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def test_event_and_snapshot_caps_reach_the_engine_from_their_settings() -> None:
-    from services.engine.service import api_limits
+    from services.engine.settings_map import api_limits
     from shared.settings import EngineSettings
 
     limits = api_limits(EngineSettings(max_events_per_stack=7, max_snapshots_per_stack=3))

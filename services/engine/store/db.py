@@ -111,8 +111,10 @@ class Store:
     async def unregister_engine(self, engine_id: uuid.UUID) -> None:
         await self._execute("DELETE FROM engines WHERE engine_id = $1", engine_id)
 
-    async def prune(self, *, inbox_days: float = 1.0, traversal_minutes: float = 1.0) -> tuple[int, int]:
-        """Drop superseded traversal graphs and old inbox ids; (traversals, inbox rows) removed.
+    async def prune(self, *, inbox_seconds: float, traversal_seconds: float) -> tuple[int, int]:
+        """Drop superseded traversal graphs started more than `traversal_seconds` ago and
+        the ids of messages handled more than `inbox_seconds` ago; (traversals, inbox
+        rows) removed.
 
         A superseded traversal is kept a little while: checks of it may still
         be committing, and they stop quietly once its rows are gone.
@@ -120,11 +122,11 @@ class Store:
         traversals = await self._execute(
             """DELETE FROM traversals t USING stacks s
                WHERE t.stack_id = s.stack_id AND t.traversal_id IS DISTINCT FROM s.current_traversal
-                 AND t.created_at < now() - make_interval(mins => $1)""",
-            traversal_minutes,
+                 AND t.created_at < now() - make_interval(secs => $1)""",
+            traversal_seconds,
         )
         inbox = await self._execute(
-            "DELETE FROM inbox WHERE processed_at < now() - make_interval(secs => $1 * 86400.0)", inbox_days
+            "DELETE FROM inbox WHERE processed_at < now() - make_interval(secs => $1)", inbox_seconds
         )
         return int(traversals.split()[-1]), int(inbox.split()[-1])
 
