@@ -366,8 +366,8 @@ class EngineSettings(CommonSettings):
         ge=1,
         le=10_000,
         description="Engine-queue messages (node checks, job results, observations) one engine "
-        "handles at once; they share its CONVERGE_DB_POOL_SIZE connections, so many more than the "
-        "pool only wait in the engine instead of in the queue, where another engine could take them.",
+        "takes from the queue at once and handles concurrently; each of their transactions takes "
+        "one of its db_pool_size connections, and what one engine holds no other engine takes.",
     )
     engine_heartbeat_seconds: float = Field(
         2.0,
