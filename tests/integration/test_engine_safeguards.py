@@ -1,6 +1,7 @@
 """Engine safeguards: a stack that stops moving is reported (an event naming what is
 still running and what was sent again, a log line, a metric) and its work in flight is
-sent again, and the orphan of a late replayed job is deleted.
+sent again, the orphan of a late replayed job is deleted, and the janitor keeps
+superseded traversals and handled message ids for the ages it is set to.
 
 Real: PostgreSQL, the engine, worker and observer (in-process bus). Also: orphans of late
 replayed jobs are cleaned up.
@@ -79,3 +80,34 @@ async def test_a_late_replayed_create_is_undone_so_nothing_leaks(database_url: s
                     break
                 await asyncio.sleep(0.02)
         assert cv.world.deleted == 2
+
+
+async def test_the_janitor_drops_superseded_traversals_and_handled_ids_only_past_their_ages(
+    database_url: str,
+) -> None:
+    """What `prune` is given comes from CONVERGE_TRAVERSAL_KEEP_SECONDS and
+    CONVERGE_INBOX_KEEP_SECONDS: younger rows stay, the stack's current traversal always."""
+
+    def template(value: str) -> dict[str, object]:
+        thing = {"type": "Test::Thing", "properties": {"value": value}}
+        return {"heat_template_version": "2016-10-14", "resources": {"a": thing}}
+
+    quiet_janitor = engine_settings(prune_seconds=3600)  # only this test prunes
+    async with converge(database_url, seed=0, duplicate_rate=0.0, settings=quiet_janitor) as cv:
+        stack = await cv.create("s", template("one"))
+        await cv.settled(stack)
+        await cv.update(stack, template("two"))
+        await cv.settled(stack)
+        assert await cv.pool.fetchval("SELECT count(*) FROM traversals WHERE stack_id = $1", stack) == 2
+        store = cv.engine.store
+        assert await store.prune(inbox_seconds=3600, traversal_seconds=3600) == (0, 0), "all young"
+        aged = await cv.pool.fetch(
+            "UPDATE inbox SET processed_at = processed_at - interval '2 hours' RETURNING message_id"
+        )
+        await cv.pool.execute("UPDATE traversals SET created_at = created_at - interval '2 minutes'")
+        assert aged, "the stack's messages were handled"
+        assert await store.prune(inbox_seconds=3 * 3600, traversal_seconds=3600) == (0, 0), "not old enough"
+        assert await store.prune(inbox_seconds=3600, traversal_seconds=60) == (1, len(aged))
+        kept = await cv.pool.fetch("SELECT traversal_id FROM traversals WHERE stack_id = $1", stack)
+        current = await cv.pool.fetchval("SELECT current_traversal FROM stacks WHERE stack_id = $1", stack)
+        assert [row["traversal_id"] for row in kept] == [current]
