@@ -2,8 +2,9 @@
 process beside others, and the in-process harness the tests build (issue 22, item 1).
 
 Real: the `converge` and `converge-engine` console scripts as processes (PostgreSQL,
-and RabbitMQ for the separate engine) and the in-process harness on PostgreSQL, each
-driven over real HTTP. Each runs with a stack quota of one and a janitor period nobody
+and RabbitMQ for the separate engine) and the in-process harness on PostgreSQL (with
+one engine, and with crashing engines replaced as they crash), each driven over real
+HTTP. Each runs with a stack quota of one and a janitor period nobody
 would choose; the second create of a project is refused naming the quota's setting,
 and the engine reports the period it was given (its `engine_tuning` start-up event, or
 the harness's engine itself).
@@ -21,6 +22,7 @@ import aiohttp
 import pytest
 
 from tests.support.convergence import converge
+from tests.support.crashes import CrashPlan
 from tests.support.engine_settings import engine_settings
 from tests.support.hostile import start_server
 from tests.support.ports import free_port
@@ -83,7 +85,30 @@ async def in_process(tmp_path: Path, database_url: str, **_: Any) -> AsyncIterat
         yield Running(base, "t1", "p1", lambda: cv.engine.tuning.prune_seconds)
 
 
-MODES = {"converge up": up_process, "converge-engine": engine_process, "in-process harness": in_process}
+@contextlib.asynccontextmanager
+async def crash_harness(tmp_path: Path, database_url: str, **_: Any) -> AsyncIterator[Running]:
+    """The in-process harness with engines that crash and are replaced (tests/support/crashes.py)."""
+    settings = engine_settings(max_stacks_per_project=1, prune_seconds=PRUNE_SECONDS)
+    plan = CrashPlan("settings")
+    async with (
+        converge(database_url, seed=0, duplicate_rate=0.0, crashes=plan, settings=settings) as cv,
+        cv.http("t1=p1") as base,
+    ):
+
+        def tuning() -> Any:
+            assert cv.engines is not None
+            seen = {node.service.tuning.prune_seconds for node in cv.engines.nodes if node.service}
+            return seen.pop() if len(seen) == 1 else seen
+
+        yield Running(base, "t1", "p1", tuning)
+
+
+MODES = {
+    "converge up": up_process,
+    "converge-engine": engine_process,
+    "in-process harness": in_process,
+    "crash harness": crash_harness,
+}
 
 
 async def create(http: aiohttp.ClientSession, running: Running, name: str) -> tuple[int, Any]:
