@@ -168,6 +168,26 @@ class EngineSettings(CommonSettings):
     db_pool_size: int = Field(
         10, ge=2, le=200, description="asyncpg pool size per engine (one connection holds its lease)."
     )
+    engine_prefetch: int = Field(
+        128,
+        ge=1,
+        le=10_000,
+        description="Engine-queue messages one engine holds unacknowledged at once (being handled "
+        "or waiting for a batch).",
+    )
+    engine_batch_size: int = Field(
+        64,
+        ge=1,
+        le=1_000,
+        description="Most node checks and job results one engine handles in one transaction "
+        "(services/engine/batching.py); 1 handles each alone.",
+    )
+    engine_batch_concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Batches one engine handles at once (each holds a database connection).",
+    )
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
     api_port: int = Field(8004, ge=1, le=65535, description="Port of the API, health and metrics.")
     max_template_bytes: int = Field(

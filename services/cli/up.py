@@ -42,6 +42,7 @@ from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import (
     EngineService,
     api_limits,
+    batch_policy,
     heal_policy,
     quotas,
     template_limits,
@@ -167,6 +168,8 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 api_limits=api_limits(settings),
                 stall_seconds=settings.stall_seconds,
                 stall_check_seconds=settings.stall_check_seconds,
+                prefetch=settings.engine_prefetch,
+                batches=batch_policy(settings),
                 # The in-process bus starts empty: everything in flight was lost with it.
                 recover_at_start=settings.amqp_url is None,
             )

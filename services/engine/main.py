@@ -26,6 +26,7 @@ from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import (
     EngineService,
     api_limits,
+    batch_policy,
     heal_policy,
     quotas,
     template_limits,
@@ -81,6 +82,8 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             api_limits=api_limits(settings),
             stall_seconds=settings.stall_seconds,
             stall_check_seconds=settings.stall_check_seconds,
+            prefetch=settings.engine_prefetch,
+            batches=batch_policy(settings),
         )
         await engine.start()
         stack.push_async_callback(engine.stop)

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.deps import DEFAULT_API_LIMITS, READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
+from services.engine.batching import DEFAULT_BATCH_POLICY, Batches, BatchPolicy
 from services.engine.checks import Convergence
 from services.engine.conflicts import DEFAULT_CONFLICT_POLICY, ConflictPolicy, retry_conflicts
 from services.engine.core.healing import HealPolicy
@@ -109,6 +110,7 @@ class EngineService:
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         conflicts: ConflictPolicy = DEFAULT_CONFLICT_POLICY,
         draw: Callable[[], float] = random.random,
+        batches: BatchPolicy = DEFAULT_BATCH_POLICY,
     ) -> None:
         """`constraints`: the custom constraints parameters may name (`constraint_registry`
         of what `shared.plugins.constraints.load_constraints` found)."""
@@ -153,6 +155,8 @@ class EngineService:
             constraints=constraints,
             config_bytes=api_limits.config_bytes,
         )
+        self._batch_policy = batches
+        self._batches: Batches[CheckResource | JobResult] = Batches(self.convergence.handle_batch, batches)
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
             store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
@@ -250,6 +254,9 @@ class EngineService:
             log.warning("engine_lease_not_held_yet")
         if self._recover_at_start:
             await self._recover_everything()
+        if self._batch_policy.size > 1:
+            for runner in range(self._batch_policy.concurrency):
+                self._supervisor.spawn(f"engine-batches-{runner}", self._batches.serve())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor())
@@ -341,6 +348,11 @@ class EngineService:
             await self.store.unregister_engine(self.engine_id)
         except StoreUnavailable as exc:
             log.warning("unregister_failed", error=str(exc))
+
+
+def batch_policy(settings: EngineSettings) -> BatchPolicy:
+    """How this engine batches the messages it handles."""
+    return BatchPolicy(size=settings.engine_batch_size, concurrency=settings.engine_batch_concurrency)
 
 
 def quotas(settings: EngineSettings) -> Quotas:

@@ -152,6 +152,16 @@ class Tx(
         )
         return row is not None
 
+    async def claim_messages(self, message_ids: Sequence[str]) -> set[str]:
+        """`claim_message` for a batch, in one statement: the ids not done before.
+        Claimed in sorted order, so two batches sharing ids never deadlock."""
+        rows = await self._c.fetch(
+            """INSERT INTO inbox (message_id) SELECT m FROM unnest($1::text[]) AS m ORDER BY m
+               ON CONFLICT DO NOTHING RETURNING message_id""",
+            sorted(set(message_ids)),
+        )
+        return {r["message_id"] for r in rows}
+
     async def add_outbox(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
         if not messages:
             return []
@@ -482,12 +492,18 @@ class Tx(
         self, stack_id: StackId, traversal: TraversalId, graph: Mapping[Node, GraphNode]
     ) -> None:
         """Store the graph of `traversal`. Older traversals of the stack are left
-        alone (checks of them may still be committing) and pruned later."""
+        alone (checks of them may still be committing) and pruned later.
+
+        The traversal counts its sinks (nodes nothing depends on) down, not every
+        node: a node is checked only once all it requires is done, so the
+        traversal is over exactly when its last sink is; the other nodes'
+        completions never touch the traversal's row (`count_down`)."""
+        sinks = sum(1 for n in graph.values() if not n.dependents)
         await self._c.execute(
             "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, $3)",
             traversal,
             stack_id,
-            len(graph),
+            sinks,
         )
 
         def split(n: GraphNode) -> tuple[list[Node], list[Node]]:
@@ -508,28 +524,52 @@ class Tx(
         )
         return NodeState(r["requires_count"], r["done"]) if r is not None else None
 
-    async def satisfy(self, traversal: TraversalId, node: Node, by: Node) -> bool:
-        """Record that `by` is done for sync point `node`; True if that made it ready.
+    async def satisfy(
+        self, reports: Iterable[tuple[TraversalId, Node, Node]]
+    ) -> list[tuple[TraversalId, Node]]:
+        """Record each (traversal, sync point, finished predecessor) of `reports`, in one
+        statement; the sync points that this made ready.
 
-        The row lock makes this atomic: of two engines reporting the last two
-        predecessors at once, exactly one sees the node become ready.
+        The rows are locked in (traversal, node) order, so batches of two engines
+        never deadlock on them, and the lock makes it atomic: of two engines
+        reporting the last two predecessors at once, exactly one sees the node
+        become ready. A predecessor reported again changes nothing.
         """
-        r = await self._c.fetchval(
-            """UPDATE traversal_nodes SET satisfied = array_append(satisfied, $3)
-               WHERE traversal_id = $1 AND node = $2 AND NOT ($3 = ANY(satisfied))
-               RETURNING cardinality(satisfied) = requires_count""",
-            traversal,
-            node,
-            by,
+        entries = sorted(set(reports))
+        if not entries:
+            return []
+        rows = await self._c.fetch(
+            """WITH reported AS (
+                   SELECT t, n, array_agg(b) AS bys
+                   FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(t, n, b) GROUP BY t, n),
+               locked AS (
+                   SELECT tn.traversal_id, tn.node, tn.satisfied, r.bys
+                   FROM traversal_nodes tn JOIN reported r ON tn.traversal_id = r.t AND tn.node = r.n
+                   ORDER BY tn.traversal_id, tn.node FOR UPDATE OF tn),
+               added AS (
+                   SELECT traversal_id, node,
+                          satisfied || ARRAY(SELECT DISTINCT b FROM unnest(bys) AS b
+                                             WHERE NOT b = ANY(satisfied) ORDER BY b) AS now_satisfied,
+                          cardinality(satisfied) AS before
+                   FROM locked)
+               UPDATE traversal_nodes tn SET satisfied = a.now_satisfied
+               FROM added a
+               WHERE tn.traversal_id = a.traversal_id AND tn.node = a.node
+                 AND cardinality(a.now_satisfied) > a.before
+               RETURNING tn.traversal_id, tn.node,
+                         cardinality(a.now_satisfied) = tn.requires_count AS ready""",
+            [e[0] for e in entries],
+            [e[1] for e in entries],
+            [e[2] for e in entries],
         )
-        return bool(r)
+        return sorted((r["traversal_id"], r["node"]) for r in rows if r["ready"])
 
     async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
         """Mark `node` done; None if it was done already (a duplicate report).
 
-        Callers report the dependents next and count the traversal down last
-        (`count_down`), so row locks are always taken in the order node ->
-        dependents -> traversal -> stack.
+        Callers report the dependents next (`satisfy`) and count the traversal's
+        sinks down last (`count_down`), so row locks are always taken in the order
+        node -> dependents -> traversal -> stack.
         """
         r = await self._c.fetchrow(
             """UPDATE traversal_nodes SET done = true
@@ -541,11 +581,14 @@ class Tx(
             return None
         return FinishedNode(tuple(r["direct"]), tuple(r["synced"]))
 
-    async def count_down(self, traversal: TraversalId) -> int:
-        """One more node of `traversal` is done; the number still to do."""
+    async def count_down(self, traversal: TraversalId, sinks: int = 1) -> int:
+        """`sinks` more sinks of `traversal` are done; the number still to do (0: the
+        traversal is over). Only sinks are counted, so this row is locked only by
+        the completions that may end the traversal (`start_traversal`)."""
         remaining: int = await self._c.fetchval(
-            "UPDATE traversals SET remaining = remaining - 1 WHERE traversal_id = $1 RETURNING remaining",
+            "UPDATE traversals SET remaining = remaining - $2 WHERE traversal_id = $1 RETURNING remaining",
             traversal,
+            sinks,
         )
         return remaining
 
