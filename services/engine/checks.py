@@ -168,6 +168,13 @@ class Convergence:
         effects = Effects()
         async with self._store.transaction() as tx:
             fresh = await tx.claim_messages([m.id for m in messages])
+            todo = [m for m in messages if m.id in fresh]
+            checks = [m for m in todo if isinstance(m, CheckResource)]
+            await tx.prefetch(
+                resources=[m.resource_id for m in todo],
+                stacks=[StackId(m.stack_id) for m in checks],
+                nodes=[(TraversalId(m.traversal_id), Node(m.node)) for m in checks],
+            )
             for message in messages:
                 if message.id not in fresh:
                     log.debug("duplicate_message", message_id=message.id)

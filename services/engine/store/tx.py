@@ -30,6 +30,7 @@ from services.engine.core.model import (
 )
 from services.engine.store.observing import ObservationStatements
 from services.engine.store.parity import ParityStatements
+from services.engine.store.prefetch import NodeState, Prefetched, Watched
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.software_configs import SoftwareConfigStatements
@@ -99,12 +100,6 @@ def _resource(r: asyncpg.Record) -> ResourceRow:
 
 
 @dataclass(frozen=True)
-class NodeState:
-    requires_count: int
-    done: bool
-
-
-@dataclass(frozen=True)
 class FinishedNode:
     direct: tuple[Node, ...]  # dependents to trigger now
     synced: tuple[Node, ...]  # dependents that are sync points
@@ -140,8 +135,52 @@ class Tx(
     SoftwareConfigStatements,
 ):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
-        self._c = conn
+        self._c: Any = conn  # `Watched` while prefetched rows are served
+        self._raw = conn
+        self._reads: Prefetched | None = None
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
+
+    # -- a batch's reads (services/engine/store/prefetch.py) -----------------------
+
+    async def prefetch(
+        self,
+        *,
+        resources: Iterable[int],
+        stacks: Iterable[StackId],
+        nodes: Iterable[tuple[TraversalId, Node]],
+    ) -> None:
+        """Read these rows now, one statement per table (resources first, then the
+        stacks named and those of the resources found); `resource`, `stack` and `node`
+        answer from them until they are written."""
+        reads = Prefetched()
+        resource_ids = sorted(set(resources))
+        rows = await self._raw.fetch(
+            f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])", resource_ids
+        )
+        reads.resources = dict.fromkeys(resource_ids)
+        reads.resources.update((r["resource_id"], _resource(r)) for r in rows)
+        stack_ids = sorted(set(stacks) | {r.stack_id for r in reads.resources.values() if r is not None})
+        rows = await self._raw.fetch(
+            f"""SELECT {_STACK_COLUMNS} FROM stacks
+                WHERE stack_id = ANY($1::uuid[]) AND deleted_at IS NULL""",
+            stack_ids,
+        )
+        reads.stacks = dict.fromkeys(stack_ids)
+        reads.stacks.update((r["stack_id"], _stack(r)) for r in rows)
+        keys = sorted(set(nodes))
+        rows = await self._raw.fetch(
+            """SELECT tn.traversal_id, tn.node, tn.requires_count, tn.done
+               FROM traversal_nodes tn
+               JOIN unnest($1::uuid[], $2::bigint[]) AS k(t, n) ON tn.traversal_id = k.t AND tn.node = k.n""",
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        reads.nodes = dict.fromkeys(keys)
+        reads.nodes.update(
+            ((r["traversal_id"], r["node"]), NodeState(r["requires_count"], r["done"])) for r in rows
+        )
+        self._reads = reads
+        self._c = Watched(self._raw, reads)
 
     # -- inbox / outbox -----------------------------------------------------
 
@@ -256,6 +295,8 @@ class Tx(
         return job
 
     async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
+        if not lock and self._reads is not None and stack_id in self._reads.stacks:
+            return self._reads.stacks[stack_id]
         sql = f"SELECT {_STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), stack_id)
         return _stack(r) if r is not None else None
@@ -399,6 +440,8 @@ class Tx(
         return sorted((_resource(r) for r in rows), key=lambda row: row.resource_id)
 
     async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
+        if not lock and self._reads is not None and resource_id in self._reads.resources:
+            return self._reads.resources[resource_id]
         sql = f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = $1"
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
         return _resource(r) if r is not None else None
@@ -468,7 +511,8 @@ class Tx(
         """Compare-and-swap on `version`: False if someone changed the row since it was read."""
         columns = list(changes)
         assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
-        r = await self._c.fetchval(
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
             f"""UPDATE resources SET {assignments}, version = version + 1, updated_at = now()
                 WHERE resource_id = $1 AND version = $2 RETURNING 1""",
             row.resource_id,
@@ -477,9 +521,14 @@ class Tx(
         )
         return r is not None
 
+    def _forget_resource(self, resource_id: int) -> None:
+        if self._reads is not None:
+            self._reads.resources.pop(resource_id, None)
+
     async def delete_resource(self, row: ResourceRow) -> bool:
         """Compare-and-swap delete: False if the row changed since it was read."""
-        r = await self._c.fetchval(
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
             "DELETE FROM resources WHERE resource_id = $1 AND version = $2 RETURNING 1",
             row.resource_id,
             row.version,
@@ -517,6 +566,8 @@ class Tx(
         )
 
     async def node(self, traversal: TraversalId, node: Node) -> NodeState | None:
+        if self._reads is not None and (traversal, node) in self._reads.nodes:
+            return self._reads.nodes[(traversal, node)]
         r = await self._c.fetchrow(
             "SELECT requires_count, done FROM traversal_nodes WHERE traversal_id = $1 AND node = $2",
             traversal,
@@ -538,7 +589,7 @@ class Tx(
         entries = sorted(set(reports))
         if not entries:
             return []
-        rows = await self._c.fetch(
+        rows = await self._raw.fetch(  # `satisfied` is not prefetched: nothing to forget
             """WITH reported AS (
                    SELECT t, n, array_agg(b) AS bys
                    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(t, n, b) GROUP BY t, n),
@@ -571,7 +622,9 @@ class Tx(
         sinks down last (`count_down`), so row locks are always taken in the order
         node -> dependents -> traversal -> stack.
         """
-        r = await self._c.fetchrow(
+        if self._reads is not None:
+            self._reads.nodes.pop((traversal, node), None)
+        r = await self._raw.fetchrow(
             """UPDATE traversal_nodes SET done = true
                WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced""",
             traversal,
