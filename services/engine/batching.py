@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import structlog
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 log = structlog.get_logger(__name__)
 
@@ -63,9 +64,27 @@ class _Waiting(Generic[M]):
 class Batches(Generic[M]):
     """Gathers submitted messages into batches handled by `run` (see the module)."""
 
-    def __init__(self, run: Callable[[Sequence[M]], Coroutine[Any, Any, None]], policy: BatchPolicy) -> None:
+    def __init__(
+        self,
+        run: Callable[[Sequence[M]], Coroutine[Any, Any, None]],
+        policy: BatchPolicy,
+        *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self._run = run
         self._policy = policy
+        registry = registry if registry is not None else CollectorRegistry()
+        self._sizes = Histogram(
+            "converge_engine_batch_messages",
+            "Messages per engine batch (node checks and job results handled in one transaction).",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=registry,
+        )
+        self._failed = Counter(
+            "converge_engine_batches_failed",
+            "Engine batches rolled back (their messages then handled one by one).",
+            registry=registry,
+        )
         self._waiting: list[_Waiting[M]] = []
         self._wake = asyncio.Event()
         self._runners = 0  # running `serve` loops
@@ -110,6 +129,7 @@ class Batches(Generic[M]):
 
     async def _handle(self, batch: list[_Waiting[M]]) -> None:
         messages = [w.message for w in batch]
+        self._sizes.observe(len(messages))
         task: asyncio.Task[None] = asyncio.create_task(self._run(messages), context=batch[0].context)
         try:
             await task
@@ -119,6 +139,7 @@ class Batches(Generic[M]):
             raise
         except Exception as exc:  # noqa: BLE001 - rolled back whatever it was: each message goes alone
             log.info("batch_failed", size=len(batch), error=f"{type(exc).__name__}: {exc}")
+            self._failed.inc()
             outcome = False
         else:
             outcome = True

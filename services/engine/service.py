@@ -156,7 +156,9 @@ class EngineService:
             config_bytes=api_limits.config_bytes,
         )
         self._batch_policy = batches
-        self._batches: Batches[CheckResource | JobResult] = Batches(self.convergence.handle_batch, batches)
+        self._batches: Batches[CheckResource | JobResult] = Batches(
+            self.convergence.handle_batch, batches, registry=registry
+        )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(
             store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
@@ -212,7 +214,16 @@ class EngineService:
         handled again. Only `store_retries` failures with the database reachable
         count as a failed delivery. A conflict (another handler changed the rows
         first) is handled again here too, after a jittered pause (`conflicts`),
-        and spends a delivery only once it outlasts every attempt."""
+        and spends a delivery only once it outlasts every attempt.
+
+        Node checks and job results go in batches first (`batching`); one whose
+        batch failed is handled alone, as any other message."""
+        if (
+            isinstance(message, CheckResource | JobResult)
+            and self._batches.serving
+            and await self._batches.submit(message)
+        ):
+            return
         for attempt in itertools.count(1):
             try:
                 await retry_conflicts(
