@@ -362,12 +362,25 @@ class EngineSettings(CommonSettings):
     # for things, and how it rides out races (services/engine/settings_map.py:EngineTuning). The
     # defaults suit any size of deployment; engines of one deployment may differ.
     engine_prefetch: int = Field(
-        64,
+        128,
         ge=1,
         le=10_000,
         description="Engine-queue messages (node checks, job results, observations) one engine "
-        "takes from the queue at once and handles concurrently; each of their transactions takes "
-        "one of its db_pool_size connections, and what one engine holds no other engine takes.",
+        "takes from the queue at once: being handled, or waiting for a batch "
+        "(engine_batch_size); what one engine holds no other engine takes.",
+    )
+    engine_batch_size: int = Field(
+        64,
+        ge=1,
+        le=1_000,
+        description="Most node checks and job results one engine handles in one transaction "
+        "(services/engine/batching.py); 1 handles each alone.",
+    )
+    engine_batch_concurrency: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Batches one engine handles at once (each holds a database connection).",
     )
     engine_heartbeat_seconds: float = Field(
         2.0,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -70,7 +70,7 @@ from services.engine.core.model import (
 from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
-from services.engine.effects import Effects
+from services.engine.effects import Effects, Finished
 from services.engine.gates import Gates
 from services.engine.jobs import deadline_for, job_for, reference_data
 from services.engine.messages import CheckResource
@@ -149,17 +149,7 @@ class Convergence:
         )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
-        context: dict[str, Any] = {}
-        if isinstance(message, CheckResource):
-            context = {"stack_id": str(message.stack_id), "traversal_id": str(message.traversal_id)}
-        elif isinstance(message, JobResult):
-            context = {
-                "stack_id": message.stack_id,
-                "resource": message.resource_name,
-                "job_id": message.job_id,
-            }
-        elif isinstance(message, NestedStackJob | CancelNested):
-            context = {"stack_id": str(message.stack_id), "job_id": message.job_id}
+        context = _context(message)
         with structlog.contextvars.bound_contextvars(**context):
             resolved = Resolved()
             while True:
@@ -168,6 +158,36 @@ class Convergence:
                     return
                 except ValuesNeeded as need:  # rolled back: resolve off the loop, then again
                     await resolved.resolve(self._templates, need)
+
+    async def handle_batch(self, messages: Sequence[CheckResource | JobResult]) -> None:
+        """Handle node checks and job results together: one transaction (claimed in one
+        statement, decided one after the other as `handle` would, settled once), one
+        outbox write and one publish for the batch. Raises whatever one of them
+        raises (a conflict, values the template pool must resolve first, ...), with
+        nothing committed: the caller then handles each message alone (`handle`)."""
+        effects = Effects()
+        async with self._store.transaction() as tx:
+            fresh = await tx.claim_messages([m.id for m in messages])
+            todo = [m for m in messages if m.id in fresh]
+            checks = [m for m in todo if isinstance(m, CheckResource)]
+            await tx.prefetch(
+                resources=[m.resource_id for m in todo],
+                stacks=[StackId(m.stack_id) for m in checks],
+                nodes=[(TraversalId(m.traversal_id), Node(m.node)) for m in checks],
+            )
+            for message in messages:
+                if message.id not in fresh:
+                    log.debug("duplicate_message", message_id=message.id)
+                    continue
+                fresh.discard(message.id)  # the same message twice in one batch: once
+                with structlog.contextvars.bound_contextvars(**_context(message)):
+                    if isinstance(message, CheckResource):
+                        await self._check(tx, message, effects, Resolved())
+                    else:
+                        await self._result(tx, message, effects)
+            await self.settle(tx, effects)
+            ids = await effects.commit(tx)
+        await self._outbox.publish(ids, effects.messages)
 
     async def _handle_once(self, message: Message, resolved: Resolved) -> None:
         effects = Effects()
@@ -183,6 +203,7 @@ class Convergence:
                 await self._children.start(tx, message, effects)
             elif isinstance(message, CancelNested):
                 await self._children.cancel(tx, message, effects)
+            await self.settle(tx, effects)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
@@ -715,26 +736,46 @@ class Convergence:
     async def _node_done(
         self, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, fx: Effects
     ) -> None:
+        """Mark `node` done and trigger the dependents that needed only it; its sync
+        points and its traversal's end wait for `settle`, at the transaction's end."""
         finished = await tx.finish_node(traversal, node)
         if finished is None:
             return
         for dependent in finished.direct:
             fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
-        for dependent in finished.synced:
-            if await tx.satisfy(traversal, dependent, node):
-                fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
-        if await tx.count_down(traversal) == 0:
-            action = stack.action
-            failed = await tx.failed_checks(stack.stack_id, traversal) if action is Action.CHECK else []
-            if failed:
-                await self._fail_stack(tx, stack, traversal, check_failure_reason(failed), fx)
-                return
-            deleted = action is Action.DELETE
-            reason = f"Stack {action.value} completed successfully"
-            if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
-                fx.stack_event(stack, action.value, "COMPLETE", reason)
-                log.info("stack_complete", stack=stack.name, action=action.value)
-                await self._answers.stack_ended(tx, stack, Status.COMPLETE, reason, fx)
+        done = fx.finished
+        done.stacks[traversal] = stack
+        done.syncs.extend((traversal, dependent, node) for dependent in finished.synced)
+        if not finished.direct and not finished.synced:
+            done.sinks[traversal] += 1
+
+    async def settle(self, tx: Tx, fx: Effects) -> None:
+        """Settle the nodes finished in this transaction (`Effects.finished`): trigger
+        the sync points they made ready, then end each traversal whose last sinks
+        they were. Called last before the commit: the traversal's row is locked
+        only from here to the commit, and only by transactions that finished a sink."""
+        done = fx.finished
+        if not done:
+            return
+        for traversal, node in await tx.satisfy(done.syncs):
+            fx.check(done.stacks[traversal].stack_id, traversal, node, resource_of(node))
+        for traversal in sorted(done.sinks):
+            if await tx.count_down(traversal, done.sinks[traversal]) == 0:
+                await self._traversal_done(tx, done.stacks[traversal], traversal, fx)
+        fx.finished = Finished()
+
+    async def _traversal_done(self, tx: Tx, stack: StackRow, traversal: TraversalId, fx: Effects) -> None:
+        action = stack.action
+        failed = await tx.failed_checks(stack.stack_id, traversal) if action is Action.CHECK else []
+        if failed:
+            await self._fail_stack(tx, stack, traversal, check_failure_reason(failed), fx)
+            return
+        deleted = action is Action.DELETE
+        reason = f"Stack {action.value} completed successfully"
+        if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
+            fx.stack_event(stack, action.value, "COMPLETE", reason)
+            log.info("stack_complete", stack=stack.name, action=action.value)
+            await self._answers.stack_ended(tx, stack, Status.COMPLETE, reason, fx)
 
     async def _fail(
         self,
@@ -765,6 +806,17 @@ class Convergence:
     async def _update(self, tx: Tx, row: ResourceRow, **changes: Any) -> None:
         if not await tx.update_resource(row, **changes):
             raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")
+
+
+def _context(message: Message) -> dict[str, str]:
+    """What the log lines of handling `message` name."""
+    if isinstance(message, CheckResource):
+        return {"stack_id": str(message.stack_id), "traversal_id": str(message.traversal_id)}
+    if isinstance(message, JobResult):
+        return {"stack_id": message.stack_id, "resource": message.resource_name, "job_id": message.job_id}
+    if isinstance(message, NestedStackJob | CancelNested):
+        return {"stack_id": str(message.stack_id), "job_id": message.job_id}
+    return {}
 
 
 def _moved_by_its_job(row: ResourceRow, traversal: TraversalId, node: Node) -> bool:

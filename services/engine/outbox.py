@@ -53,11 +53,9 @@ class Outbox:
             log.warning("outbox_fast_path_failed", error=str(exc), count=len(ids))
 
     async def _send(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        by_queue: dict[str, list[bytes]] = {}
-        for queue, body in messages:
-            by_queue.setdefault(queue, []).append(json.dumps(body, separators=(",", ":")).encode())
-        await asyncio.gather(
-            *(self._bus.publish_raw(queue, body) for queue, bodies in by_queue.items() for body in bodies)
+        """Publish `messages` together: one confirm wait for all of them."""
+        await self._bus.publish_raw_batch(
+            [(queue, json.dumps(body, separators=(",", ":")).encode()) for queue, body in messages]
         )
 
     async def relay_once(self, *, limit: int = 500) -> int:

@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.api.deps import READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
+from services.engine.batching import Batches
 from services.engine.checks import Convergence
 from services.engine.conflicts import retry_conflicts
 from services.engine.core.healing import HealPolicy
@@ -160,6 +161,10 @@ class EngineService:
             constraints=constraints,
             config_bytes=api_limits.config_bytes,
         )
+        self._batch_policy = tuning.batches
+        self._batches: Batches[CheckResource | JobResult] = Batches(
+            self.convergence.handle_batch, tuning.batches, registry=registry
+        )
         self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
         self.healing = Healing(store=self.store, outbox=self.outbox, definitions=definitions, policy=heal)
         self.recovery = Recovery(
@@ -261,7 +266,16 @@ class EngineService:
         handled again. Only `store_retries` failures with the database reachable
         count as a failed delivery. A conflict (another handler changed the rows
         first) is handled again here too, after a jittered pause (`conflicts`),
-        and spends a delivery only once it outlasts every attempt."""
+        and spends a delivery only once it outlasts every attempt.
+
+        Node checks and job results go in batches first (`batching`); one whose
+        batch failed is handled alone, as any other message."""
+        if (
+            isinstance(message, CheckResource | JobResult)
+            and self._batches.serving
+            and await self._batches.submit(message)
+        ):
+            return
         for attempt in itertools.count(1):
             try:
                 await retry_conflicts(
@@ -305,6 +319,9 @@ class EngineService:
             log.warning("engine_lease_not_held_yet")
         if self._recover_at_start:
             await self._recover_everything()
+        if self._batch_policy.size > 1:
+            for runner in range(self._batch_policy.concurrency):
+                self._supervisor.spawn(f"engine-batches-{runner}", self._batches.serve())
         self._supervisor.spawn("engine-heartbeat", self._heartbeat())
         self._supervisor.spawn("outbox-relay", self.outbox.relay_forever(every=self._relay_seconds))
         self._supervisor.spawn("janitor", self._janitor(every=tuning.prune_seconds))

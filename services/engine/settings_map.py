@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.engine.api.deps import ApiLimits
+from services.engine.batching import BatchPolicy
 from services.engine.conflicts import ConflictPolicy
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
@@ -34,6 +35,7 @@ class EngineTuning:
     No defaults here: they are the settings', so the two cannot drift apart."""
 
     prefetch: int  # engine_prefetch
+    batches: BatchPolicy  # engine_batch_size, engine_batch_concurrency
     heartbeat_seconds: float  # engine_heartbeat_seconds (the lease check too)
     lease_wait_seconds: float  # engine_lease_wait_seconds
     store_retries: int  # engine_store_retries
@@ -54,6 +56,7 @@ def engine_tuning(settings: EngineSettings) -> EngineTuning:
     """The engine's pacing, as this deployment set it."""
     return EngineTuning(
         prefetch=settings.engine_prefetch,
+        batches=BatchPolicy(size=settings.engine_batch_size, concurrency=settings.engine_batch_concurrency),
         heartbeat_seconds=settings.engine_heartbeat_seconds,
         lease_wait_seconds=settings.engine_lease_wait_seconds,
         store_retries=settings.engine_store_retries,

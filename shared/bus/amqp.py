@@ -58,6 +58,8 @@ CONSUME_ATTEMPTS = 8
 CONSUME_ATTEMPT_SECONDS = 15.0
 # How long the broker may take to confirm one publish or one batch (seconds).
 CONFIRM_SECONDS = 10.0
+# Most messages of a batch written before their confirms are awaited.
+CONFIRM_CHUNK = 1000
 _RETRYABLE = (
     aiormq.exceptions.AMQPConnectionError,
     aiormq.exceptions.ChannelInvalidStateError,
@@ -179,16 +181,24 @@ class AmqpBus:
         await self.publish_batch([Outgoing(queue, m) for m in messages])
 
     async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
-        if not outgoing:
+        await self._publish_together([(out.queue, _message_of(out.message)) for out in outgoing])
+
+    async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
+        await self._publish_together(
+            [(queue, _amqp_message(body, message_id=None, kind=None)) for queue, body in bodies]
+        )
+
+    async def _publish_together(self, messages: Sequence[tuple[str, aio_pika.Message]]) -> None:
+        """Write every (queue, message) at once and wait for their confirms together, in
+        chunks of `CONFIRM_CHUNK` (each confirmed within `CONFIRM_SECONDS`)."""
+        for start in range(0, len(messages), CONFIRM_CHUNK):
+            await self._publish_chunk(messages[start : start + CONFIRM_CHUNK])
+
+    async def _publish_chunk(self, messages: Sequence[tuple[str, aio_pika.Message]]) -> None:
+        if not messages:
             return
-        batch = [
-            (
-                self.queue_name(out.queue),
-                _amqp_message(out.message.encode(), message_id=out.message.id, kind=out.message.kind),
-            )
-            for out in outgoing
-        ]
-        queues = sorted({out.queue for out in outgoing})
+        batch = [(self.queue_name(queue), message) for queue, message in messages]
+        queues = sorted({queue for queue, _ in messages})
 
         async def send() -> None:
             for queue in queues:
@@ -437,6 +447,10 @@ def _amqp_message(
         type=kind,
         headers=headers or {},
     )
+
+
+def _message_of(message: Message) -> aio_pika.Message:
+    return _amqp_message(message.encode(), message_id=message.id, kind=message.kind)
 
 
 def _error_of(incoming: AbstractIncomingMessage) -> str:

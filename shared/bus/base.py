@@ -61,6 +61,10 @@ class Bus(Protocol):
     async def publish_raw(self, queue: str, body: bytes) -> None:
         """Queue an already-encoded body, e.g. to replay a dead letter."""
 
+    async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
+        """Queue already-encoded (queue, body) pairs; returns once the broker has them all
+        (one confirm wait for the batch)."""
+
     async def depth(self, queue: str) -> int:
         """Messages waiting in `queue` (not counting those in flight)."""
 

@@ -77,6 +77,10 @@ class MemoryBus:
     async def publish_raw(self, queue: str, body: bytes) -> None:
         await self._enqueue(queue, _Envelope(body))
 
+    async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
+        for queue, body in bodies:
+            await self.publish_raw(queue, body)
+
     async def publish(self, queue: str, message: Message) -> None:
         await self._enqueue(queue, _Envelope(message.encode()))
 

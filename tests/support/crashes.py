@@ -303,6 +303,10 @@ class StepBus:
         for message in messages:
             await self.publish(queue, message)
 
+    async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
+        for queue, body in bodies:
+            await self.publish_raw(queue, body)
+
     async def depth(self, queue: str) -> int:
         return await self._bus.depth(queue)
 

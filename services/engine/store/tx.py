@@ -30,6 +30,7 @@ from services.engine.core.model import (
 )
 from services.engine.store.observing import ObservationStatements
 from services.engine.store.parity import ParityStatements
+from services.engine.store.prefetch import NodeState, Prefetched, Watched
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.software_configs import SoftwareConfigStatements
@@ -99,12 +100,6 @@ def _resource(r: asyncpg.Record) -> ResourceRow:
 
 
 @dataclass(frozen=True)
-class NodeState:
-    requires_count: int
-    done: bool
-
-
-@dataclass(frozen=True)
 class FinishedNode:
     direct: tuple[Node, ...]  # dependents to trigger now
     synced: tuple[Node, ...]  # dependents that are sync points
@@ -140,8 +135,52 @@ class Tx(
     SoftwareConfigStatements,
 ):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
-        self._c = conn
+        self._c: Any = conn  # `Watched` while prefetched rows are served
+        self._raw = conn
+        self._reads: Prefetched | None = None
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
+
+    # -- a batch's reads (services/engine/store/prefetch.py) -----------------------
+
+    async def prefetch(
+        self,
+        *,
+        resources: Iterable[int],
+        stacks: Iterable[StackId],
+        nodes: Iterable[tuple[TraversalId, Node]],
+    ) -> None:
+        """Read these rows now, one statement per table (resources first, then the
+        stacks named and those of the resources found); `resource`, `stack` and `node`
+        answer from them until they are written."""
+        reads = Prefetched()
+        resource_ids = sorted(set(resources))
+        rows = await self._raw.fetch(
+            f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])", resource_ids
+        )
+        reads.resources = dict.fromkeys(resource_ids)
+        reads.resources.update((r["resource_id"], _resource(r)) for r in rows)
+        stack_ids = sorted(set(stacks) | {r.stack_id for r in reads.resources.values() if r is not None})
+        rows = await self._raw.fetch(
+            f"""SELECT {_STACK_COLUMNS} FROM stacks
+                WHERE stack_id = ANY($1::uuid[]) AND deleted_at IS NULL""",
+            stack_ids,
+        )
+        reads.stacks = dict.fromkeys(stack_ids)
+        reads.stacks.update((r["stack_id"], _stack(r)) for r in rows)
+        keys = sorted(set(nodes))
+        rows = await self._raw.fetch(
+            """SELECT tn.traversal_id, tn.node, tn.requires_count, tn.done
+               FROM traversal_nodes tn
+               JOIN unnest($1::uuid[], $2::bigint[]) AS k(t, n) ON tn.traversal_id = k.t AND tn.node = k.n""",
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        reads.nodes = dict.fromkeys(keys)
+        reads.nodes.update(
+            ((r["traversal_id"], r["node"]), NodeState(r["requires_count"], r["done"])) for r in rows
+        )
+        self._reads = reads
+        self._c = Watched(self._raw, reads)
 
     # -- inbox / outbox -----------------------------------------------------
 
@@ -151,6 +190,16 @@ class Tx(
             "INSERT INTO inbox (message_id) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1", message_id
         )
         return row is not None
+
+    async def claim_messages(self, message_ids: Sequence[str]) -> set[str]:
+        """`claim_message` for a batch, in one statement: the ids not done before.
+        Claimed in sorted order, so two batches sharing ids never deadlock."""
+        rows = await self._c.fetch(
+            """INSERT INTO inbox (message_id) SELECT m FROM unnest($1::text[]) AS m ORDER BY m
+               ON CONFLICT DO NOTHING RETURNING message_id""",
+            sorted(set(message_ids)),
+        )
+        return {r["message_id"] for r in rows}
 
     async def add_outbox(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
         if not messages:
@@ -246,6 +295,8 @@ class Tx(
         return job
 
     async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
+        if not lock and self._reads is not None and stack_id in self._reads.stacks:
+            return self._reads.stacks[stack_id]
         sql = f"SELECT {_STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), stack_id)
         return _stack(r) if r is not None else None
@@ -389,6 +440,8 @@ class Tx(
         return sorted((_resource(r) for r in rows), key=lambda row: row.resource_id)
 
     async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
+        if not lock and self._reads is not None and resource_id in self._reads.resources:
+            return self._reads.resources[resource_id]
         sql = f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = $1"
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
         return _resource(r) if r is not None else None
@@ -458,7 +511,8 @@ class Tx(
         """Compare-and-swap on `version`: False if someone changed the row since it was read."""
         columns = list(changes)
         assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
-        r = await self._c.fetchval(
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
             f"""UPDATE resources SET {assignments}, version = version + 1, updated_at = now()
                 WHERE resource_id = $1 AND version = $2 RETURNING 1""",
             row.resource_id,
@@ -467,9 +521,14 @@ class Tx(
         )
         return r is not None
 
+    def _forget_resource(self, resource_id: int) -> None:
+        if self._reads is not None:
+            self._reads.resources.pop(resource_id, None)
+
     async def delete_resource(self, row: ResourceRow) -> bool:
         """Compare-and-swap delete: False if the row changed since it was read."""
-        r = await self._c.fetchval(
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
             "DELETE FROM resources WHERE resource_id = $1 AND version = $2 RETURNING 1",
             row.resource_id,
             row.version,
@@ -482,12 +541,18 @@ class Tx(
         self, stack_id: StackId, traversal: TraversalId, graph: Mapping[Node, GraphNode]
     ) -> None:
         """Store the graph of `traversal`. Older traversals of the stack are left
-        alone (checks of them may still be committing) and pruned later."""
+        alone (checks of them may still be committing) and pruned later.
+
+        The traversal counts its sinks (nodes nothing depends on) down, not every
+        node: a node is checked only once all it requires is done, so the
+        traversal is over exactly when its last sink is; the other nodes'
+        completions never touch the traversal's row (`count_down`)."""
+        sinks = sum(1 for n in graph.values() if not n.dependents)
         await self._c.execute(
             "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, $3)",
             traversal,
             stack_id,
-            len(graph),
+            sinks,
         )
 
         def split(n: GraphNode) -> tuple[list[Node], list[Node]]:
@@ -501,6 +566,8 @@ class Tx(
         )
 
     async def node(self, traversal: TraversalId, node: Node) -> NodeState | None:
+        if self._reads is not None and (traversal, node) in self._reads.nodes:
+            return self._reads.nodes[(traversal, node)]
         r = await self._c.fetchrow(
             "SELECT requires_count, done FROM traversal_nodes WHERE traversal_id = $1 AND node = $2",
             traversal,
@@ -508,30 +575,56 @@ class Tx(
         )
         return NodeState(r["requires_count"], r["done"]) if r is not None else None
 
-    async def satisfy(self, traversal: TraversalId, node: Node, by: Node) -> bool:
-        """Record that `by` is done for sync point `node`; True if that made it ready.
+    async def satisfy(
+        self, reports: Iterable[tuple[TraversalId, Node, Node]]
+    ) -> list[tuple[TraversalId, Node]]:
+        """Record each (traversal, sync point, finished predecessor) of `reports`, in one
+        statement; the sync points that this made ready.
 
-        The row lock makes this atomic: of two engines reporting the last two
-        predecessors at once, exactly one sees the node become ready.
+        The rows are locked in (traversal, node) order, so batches of two engines
+        never deadlock on them, and the lock makes it atomic: of two engines
+        reporting the last two predecessors at once, exactly one sees the node
+        become ready. A predecessor reported again changes nothing.
         """
-        r = await self._c.fetchval(
-            """UPDATE traversal_nodes SET satisfied = array_append(satisfied, $3)
-               WHERE traversal_id = $1 AND node = $2 AND NOT ($3 = ANY(satisfied))
-               RETURNING cardinality(satisfied) = requires_count""",
-            traversal,
-            node,
-            by,
+        entries = sorted(set(reports))
+        if not entries:
+            return []
+        rows = await self._raw.fetch(  # `satisfied` is not prefetched: nothing to forget
+            """WITH reported AS (
+                   SELECT t, n, array_agg(b) AS bys
+                   FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(t, n, b) GROUP BY t, n),
+               locked AS (
+                   SELECT tn.traversal_id, tn.node, tn.satisfied, r.bys
+                   FROM traversal_nodes tn JOIN reported r ON tn.traversal_id = r.t AND tn.node = r.n
+                   ORDER BY tn.traversal_id, tn.node FOR UPDATE OF tn),
+               added AS (
+                   SELECT traversal_id, node,
+                          satisfied || ARRAY(SELECT DISTINCT b FROM unnest(bys) AS b
+                                             WHERE NOT b = ANY(satisfied) ORDER BY b) AS now_satisfied,
+                          cardinality(satisfied) AS before
+                   FROM locked)
+               UPDATE traversal_nodes tn SET satisfied = a.now_satisfied
+               FROM added a
+               WHERE tn.traversal_id = a.traversal_id AND tn.node = a.node
+                 AND cardinality(a.now_satisfied) > a.before
+               RETURNING tn.traversal_id, tn.node,
+                         cardinality(a.now_satisfied) = tn.requires_count AS ready""",
+            [e[0] for e in entries],
+            [e[1] for e in entries],
+            [e[2] for e in entries],
         )
-        return bool(r)
+        return sorted((r["traversal_id"], r["node"]) for r in rows if r["ready"])
 
     async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
         """Mark `node` done; None if it was done already (a duplicate report).
 
-        Callers report the dependents next and count the traversal down last
-        (`count_down`), so row locks are always taken in the order node ->
-        dependents -> traversal -> stack.
+        Callers report the dependents next (`satisfy`) and count the traversal's
+        sinks down last (`count_down`), so row locks are always taken in the order
+        node -> dependents -> traversal -> stack.
         """
-        r = await self._c.fetchrow(
+        if self._reads is not None:
+            self._reads.nodes.pop((traversal, node), None)
+        r = await self._raw.fetchrow(
             """UPDATE traversal_nodes SET done = true
                WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced""",
             traversal,
@@ -541,11 +634,14 @@ class Tx(
             return None
         return FinishedNode(tuple(r["direct"]), tuple(r["synced"]))
 
-    async def count_down(self, traversal: TraversalId) -> int:
-        """One more node of `traversal` is done; the number still to do."""
+    async def count_down(self, traversal: TraversalId, sinks: int = 1) -> int:
+        """`sinks` more sinks of `traversal` are done; the number still to do (0: the
+        traversal is over). Only sinks are counted, so this row is locked only by
+        the completions that may end the traversal (`start_traversal`)."""
         remaining: int = await self._c.fetchval(
-            "UPDATE traversals SET remaining = remaining - 1 WHERE traversal_id = $1 RETURNING remaining",
+            "UPDATE traversals SET remaining = remaining - $2 WHERE traversal_id = $1 RETURNING remaining",
             traversal,
+            sinks,
         )
         return remaining
 

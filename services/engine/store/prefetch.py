@@ -1,0 +1,90 @@
+"""Rows a batch reads up front, one statement per table, served to its messages' handlers.
+
+Where it sits: `Convergence.handle_batch` asks its `Tx` to `prefetch` the
+resources, stacks and traversal nodes its node checks and job results name;
+from then on `Tx.resource`, `Tx.stack` and `Tx.node` answer from `Prefetched`
+instead of a round trip each, until the row is written in the transaction.
+
+What a prefetched row may miss is what a read at the handler's own moment
+could see: its own transaction's writes (forgotten here the moment they
+happen: the hot writes forget exactly their row, any other statement that
+writes `stacks`, `resources` or `traversal_nodes` forgets that whole table)
+and other transactions' commits since the batch began, which is no more than a
+batch that started a little later would have missed: every decision's write
+is a compare-and-swap on the resource's version, and an operation that
+preempts a traversal bumps every version of its stack, so a decision taken on
+rows read before it conflicts and is taken again. Resources are read before
+stacks for that reason, as `checks` reads the stack again after the row.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.engine.core.model import Node, ResourceRow, StackId, StackRow, TraversalId
+
+#: A statement that writes a table rows are prefetched from (which table: group 1).
+_WRITES = re.compile(r"\b(?:update|delete\s+from|insert\s+into)\s+(stacks|resources|traversal_nodes)\b", re.I)
+
+
+@dataclass(frozen=True)
+class NodeState:
+    requires_count: int
+    done: bool
+
+
+@dataclass
+class Prefetched:
+    """Rows read for a batch, by key; None: read, and not there."""
+
+    stacks: dict[StackId, StackRow | None] = field(default_factory=dict)
+    resources: dict[int, ResourceRow | None] = field(default_factory=dict)
+    nodes: dict[tuple[TraversalId, Node], NodeState | None] = field(default_factory=dict)
+
+    def written(self, sql: str) -> None:
+        """Forget the table `sql` writes, if it writes one of these."""
+        for table in {m.group(1).lower() for m in _WRITES.finditer(sql)}:
+            if table == "stacks":
+                self.stacks.clear()
+            elif table == "resources":
+                self.resources.clear()
+            else:
+                self.nodes.clear()
+
+
+class Watched:
+    """A transaction's connection while `reads` are served: every statement through it
+    that writes a prefetched table forgets that table's rows first."""
+
+    def __init__(self, conn: Any, reads: Prefetched) -> None:
+        self._conn = conn
+        self._reads = reads
+
+    async def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._reads.written(sql)
+        return await self._conn.execute(sql, *args, **kwargs)
+
+    async def executemany(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._reads.written(sql)
+        return await self._conn.executemany(sql, *args, **kwargs)
+
+    async def fetch(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._reads.written(sql)
+        return await self._conn.fetch(sql, *args, **kwargs)
+
+    async def fetchrow(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._reads.written(sql)
+        return await self._conn.fetchrow(sql, *args, **kwargs)
+
+    async def fetchval(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._reads.written(sql)
+        return await self._conn.fetchval(sql, *args, **kwargs)
+
+    async def copy_records_to_table(self, table: str, **kwargs: Any) -> Any:
+        self._reads.written(f"insert into {table}")
+        return await self._conn.copy_records_to_table(table, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
