@@ -37,6 +37,9 @@ log = structlog.get_logger(__name__)
 
 M = TypeVar("M")
 
+#: Inside a batch's task: how many messages the batch holds (0 outside any batch).
+BATCH_SIZE: contextvars.ContextVar[int] = contextvars.ContextVar("engine_batch_size", default=0)
+
 
 @dataclass(frozen=True)
 class BatchPolicy:
@@ -130,7 +133,9 @@ class Batches(Generic[M]):
     async def _handle(self, batch: list[_Waiting[M]]) -> None:
         messages = [w.message for w in batch]
         self._sizes.observe(len(messages))
-        task: asyncio.Task[None] = asyncio.create_task(self._run(messages), context=batch[0].context)
+        context = batch[0].context.copy()
+        context.run(BATCH_SIZE.set, len(messages))
+        task: asyncio.Task[None] = asyncio.create_task(self._run(messages), context=context)
         try:
             await task
         except asyncio.CancelledError:

@@ -43,6 +43,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from services.engine.batching import BATCH_SIZE
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.template import DEFAULT_CONSTRAINTS, CustomConstraints
@@ -381,6 +382,9 @@ class CrashingEngines:
         if node.dead:
             return
         node.dead = True
+        batch = BATCH_SIZE.get()
+        if batch:
+            where += f", in a batch of {batch}"
         self.crashes.append(f"{node.name} {where}")
         log.info("engine_crash_injected", engine=node.name, where=where)
         # A fresh context: the replacement is no part of the crashing handler's run.

@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from services.engine.batching import BatchPolicy
 from services.engine.conflicts import ConflictPolicy
 from services.engine.settings_map import EngineTuning, engine_tuning
 from shared.settings import EngineSettings, describe_error
@@ -21,6 +22,8 @@ from tests.support.engine_settings import engine_settings
 #: Every tuning setting, each at a value no default has.
 SET = {
     "engine_prefetch": 3,
+    "engine_batch_size": 5,
+    "engine_batch_concurrency": 6,
     "engine_heartbeat_seconds": 0.7,
     "engine_lease_wait_seconds": 4.0,
     "engine_store_retries": 2,
@@ -43,6 +46,7 @@ SET = {
 def test_every_tuning_setting_reaches_its_field_of_the_engines_tuning() -> None:
     assert engine_tuning(engine_settings(**SET)) == EngineTuning(
         prefetch=3,
+        batches=BatchPolicy(size=5, concurrency=6),
         heartbeat_seconds=0.7,
         lease_wait_seconds=4.0,
         store_retries=2,
@@ -67,10 +71,12 @@ def test_no_field_of_the_engines_tuning_is_fixed_in_code() -> None:
         f.name for f in dataclasses.fields(EngineTuning) if getattr(default, f.name) == getattr(tuned, f.name)
     ]
     assert same == []
-    assert all(
-        getattr(default.conflicts, f.name) != getattr(tuned.conflicts, f.name)
-        for f in dataclasses.fields(ConflictPolicy)
-    )
+    for record in ("conflicts", "batches"):
+        policy = type(getattr(default, record))
+        assert all(
+            getattr(getattr(default, record), f.name) != getattr(getattr(tuned, record), f.name)
+            for f in dataclasses.fields(policy)
+        )
 
 
 def test_a_longest_conflict_pause_below_the_first_is_refused_naming_the_variable() -> None:
