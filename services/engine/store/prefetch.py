@@ -9,12 +9,14 @@ What a prefetched row may miss is what a read at the handler's own moment
 could see: its own transaction's writes (forgotten here the moment they
 happen: the hot writes forget exactly their row, any other statement that
 writes `stacks`, `resources` or `traversal_nodes` forgets that whole table)
-and other transactions' commits since the batch began, which is no more than a
-batch that started a little later would have missed: every decision's write
-is a compare-and-swap on the resource's version, and an operation that
-preempts a traversal bumps every version of its stack, so a decision taken on
-rows read before it conflicts and is taken again. Resources are read before
-stacks for that reason, as `checks` reads the stack again after the row.
+and other transactions' commits since the batch began. The resource rows are
+locked as they are read (in resource id order, as an operation claims its
+stack's rows), so none of them changes under the batch; a stack or node read
+may be as old as the batch's start, which is no more than a batch that started
+a little later would have missed: an operation that preempts a traversal
+claims (locks and bumps) every row of its stack before it moves the stack's
+traversal, so it waits for the batch, or the batch for it. Resources are read
+before stacks for that reason, as `checks` reads the stack again after the row.
 """
 
 from __future__ import annotations

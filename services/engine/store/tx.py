@@ -151,11 +151,15 @@ class Tx(
     ) -> None:
         """Read these rows now, one statement per table (resources first, then the
         stacks named and those of the resources found); `resource`, `stack` and `node`
-        answer from them until they are written."""
+        answer from them until they are written. The resource rows are locked, in
+        resource id order, as an operation claims its stack's rows (`claim_resources`):
+        a batch and an operation, or two batches, never wait for each other in a cycle."""
         reads = Prefetched()
         resource_ids = sorted(set(resources))
         rows = await self._raw.fetch(
-            f"SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])", resource_ids
+            f"""SELECT {_RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])
+                ORDER BY resource_id FOR UPDATE""",
+            resource_ids,
         )
         reads.resources = dict.fromkeys(resource_ids)
         reads.resources.update((r["resource_id"], _resource(r)) for r in rows)
