@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote
 
 from shared.errors import InvalidInput, PermanentError
@@ -95,7 +95,7 @@ def curl_cli(endpoint: str, token: str) -> str:
 class WaitConditionHandle(ResourceType):
     type_name = "OS::Heat::WaitConditionHandle"
     description = "Receives signals (e.g. from a server) for an OS::Heat::WaitCondition."
-    properties = HandleProperties
+    properties: ClassVar[type[Properties]] = HandleProperties
     attributes = {
         "token": "Token for signalling the handle when signal_transport is TOKEN_SIGNAL.",
         "endpoint": "URL for signalling the handle (POST JSON).",
