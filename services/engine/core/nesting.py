@@ -541,8 +541,9 @@ def scaling_template(
     """An AutoScalingGroup's child template: the members its size gives (the size it
     had, unless desired_capacity changed; see `scaling.size_after_update`), survivors
     keeping their names, new members named after every name used before, failed and
-    then the oldest members removed first. When the child is updated, its members
-    are replaced in `rolling_updates` batches. Its state is an output."""
+    then the oldest members removed first. When the child is updated, its existing
+    members are updated in `rolling_updates` batches and new ones are created at once.
+    Its state is an output."""
     size = size_after_update(
         state.size if state is not None else None,
         old_desired=state.desired if state is not None else None,
@@ -565,7 +566,10 @@ def scaling_template(
     )
     kept = ScalingState(plan.members, plan.next_index, desired, size, state.cooldown if state else None)
     rolling = {"rolling_update": group.rolling_updates.model_dump()}
-    order, _ = batches(rolling, plan.members, creating=creating)
+    # Only members that exist are updated in batches; new ones are created at once (as Heat's
+    # resize), not one batch after another behind members that may still be settling.
+    existing = [m for m in plan.members if m not in set(plan.added)]
+    order, _ = batches(rolling, existing, creating=creating)
     template = group_template(sized, GroupPlan(plan.members, ()), budget, order)
     template["outputs"] = {SCALING_STATE_OUTPUT: {"value": kept.as_dict()}}
     return template
