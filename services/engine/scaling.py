@@ -14,7 +14,9 @@ saying why, as Heat's NoActionRequired. When the child's update completes,
 the group takes its new attributes (`nested.answer`).
 
 A group whose stack operation is working on it (it has a job) refuses signals
-(409: retry); Heat accepts them and scales after.
+(409: retry); Heat accepts them and scales after. A group whose last resize
+failed (UPDATE_FAILED, see `nested.answer`) takes signals and does nothing,
+saying why, as Heat's; a stack update repairs it.
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ class Scaler:
                 raise ConflictError(f"resource {rid} went away while scaling; retry")
             locked[rid] = row
         policy, group = locked[policy.resource_id], locked[group.resource_id]
+        if group.current_job is None and group.status is Status.FAILED:
+            # Heat's NoActionRequired: a failed group does not scale; a stack update repairs it.
+            note = (
+                f"The resource {group.name} could not perform scaling action: it is "
+                f"{group.action.value}_FAILED ({group.status_reason}); a stack update repairs it"
+            )
+            log.info("scaling_signal", policy=policy.name, group=group.name, size=None, note=note)
+            fx.event(stack.stack_id, policy.name, policy.physical_id, policy.type, "SIGNAL", "COMPLETE", note)
+            return
         if group.current_job is not None or group.status is not Status.COMPLETE:
             raise ConflictError(
                 f"{group.name} is {group.action.value}_{group.status.value}: it cannot scale until "

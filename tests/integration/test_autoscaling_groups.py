@@ -21,6 +21,7 @@ from services.engine.core.model import StackId
 from services.engine.operations import Goal
 from services.engine.signals import Unauthorized
 from shared.errors import ConflictError, InvalidInput
+from tests.support.bus_fixtures import eventually
 from tests.support.convergence import Converge, converge
 from tests.support.openstack_cli import OpenStack
 
@@ -261,6 +262,50 @@ async def test_a_signal_inside_the_cooldown_and_past_max_or_min_are_held_to_them
         events = [e for e in await cv.events(StackId(top)) if e["resource_name"] == "empty"]
         assert "asg could not perform scaling action: due to cooldown" in events[-1]["reason"]
         assert (await outputs(cv, top))["size"] == 5
+
+
+async def test_a_failed_resize_fails_the_group_until_a_stack_update_repairs_it(database_url: str) -> None:
+    async with converge(database_url, seed=13) as cv:
+        ops = cv.engine.operations
+        top = await ops.create(project_id="p1", name="top", goal=with_policies(up=UP))
+        first = (await settle(cv, top, "CREATE"))["refs"]
+        cv.world.refusing = "no capacity left"
+
+        async def group() -> dict[str, Any]:
+            (row,) = [
+                r for r in await cv.rows(StackId(top)) if r["name"] == "asg" and r["replaced_by"] is None
+            ]
+            return dict(row)
+
+        await signal(cv, top, "up")
+
+        async def group_failed() -> bool:
+            return bool((await group())["status"] == "FAILED")
+
+        await eventually(group_failed, timeout=60)
+        failed = await group()
+        assert failed["action"] == "UPDATE"
+        assert "no capacity left" in failed["status_reason"]
+        kept = failed["attributes"]
+        kept = json.loads(kept) if isinstance(kept, str) else kept
+        assert kept["refs"] == first, "its attributes stay those of its last good size"
+        events = [
+            (e["action"], e["status"]) for e in await cv.events(StackId(top)) if e["resource_name"] == "asg"
+        ]
+        assert ("SCALE", "FAILED") in events
+
+        await signal(cv, top, "up")  # accepted, nothing done: Heat's NoActionRequired
+        notes = [e["reason"] for e in await cv.events(StackId(top)) if e["resource_name"] == "up"]
+        assert "UPDATE_FAILED" in notes[-1]
+        assert "a stack update repairs it" in notes[-1]
+
+        cv.world.refusing = None
+        await ops.update(top, with_policies(up=UP))
+        out = await settle(cv, top, "UPDATE")
+        assert out["size"] == 4, "the update brings the group to the size the signal decided"
+        assert out["refs"][:2] == first
+        assert ((await group())["action"], (await group())["status"]) == ("UPDATE", "COMPLETE")
+        assert cv.world.created == 4
 
 
 async def test_ten_signals_at_once_without_cooldown_end_at_their_sum(database_url: str) -> None:
