@@ -174,10 +174,17 @@ async def token(cv: Converge, top: uuid.UUID, name: str) -> str:
     return value
 
 
-async def signal(cv: Converge, top: uuid.UUID, name: str, data: dict[str, Any] | None = None) -> None:
+async def signal(
+    cv: Converge,
+    top: uuid.UUID,
+    name: str,
+    data: dict[str, Any] | None = None,
+    *,
+    conflicts: list[str] | None = None,
+) -> None:
     """Signal policy `name` with its own token, as an alarm or a server would, retrying a
-    409 as a client does (a signal racing the end of the group's last resize may meet a
-    deadlock, which PostgreSQL breaks by refusing one of the two)."""
+    409 as a client does (a group that a stack operation is working on refuses signals);
+    each 409's message is added to `conflicts`."""
     own = await token(cv, top, name)
     async with asyncio.timeout(30):
         while True:
@@ -186,7 +193,9 @@ async def signal(cv: Converge, top: uuid.UUID, name: str, data: dict[str, Any] |
                     StackId(top), name, data or {}, token=own, project_token_ok=False
                 )
                 return
-            except ConflictError:
+            except ConflictError as exc:
+                if conflicts is not None:
+                    conflicts.append(str(exc))
                 await asyncio.sleep(0.02)
 
 
@@ -314,7 +323,9 @@ async def test_ten_signals_at_once_without_cooldown_end_at_their_sum(database_ur
         goal = with_policies(1, max_size=20, one=ONE)
         top = await ops.create(project_id="p1", name="top", goal=goal)
         first = (await settle(cv, top, "CREATE"))["refs"]
-        await asyncio.gather(*(signal(cv, top, "one") for _ in range(10)))
+        conflicts: list[str] = []
+        await asyncio.gather(*(signal(cv, top, "one", conflicts=conflicts) for _ in range(10)))
+        assert conflicts == [], "signals racing the ends of resizes take turns, never deadlock"
         out = await scaled_to(cv, top, 11, timeout=120)
         assert out["refs"][0] == first[0]
         assert len(set(out["refs"])) == 11

@@ -78,7 +78,7 @@ class Answers:
             return  # a top-level stack: nobody to answer
         job_id = await tx.take_owner_job(stack.stack_id)
         if job_id is None:  # answered already, or started directly (not by a parent job)
-            await self._rescaled(tx, stack, status, fx, definition)
+            await self._rescaled(tx, stack, status, reason, fx, definition)
             return
         row = await tx.resource(stack.owner_resource_id)
         if row is None or row.current_job != job_id or row.traversal_id is None:
@@ -119,7 +119,13 @@ class Answers:
         )
 
     async def _rescaled(
-        self, tx: Tx, stack: StackRow, status: Status, fx: Effects, definition: StackDefinition | None
+        self,
+        tx: Tx,
+        stack: StackRow,
+        status: Status,
+        reason: str,
+        fx: Effects,
+        definition: StackDefinition | None,
     ) -> None:
         """An AutoScalingGroup's child ended an update a scaling signal began: the group
         takes its new attributes (current_size, refs, ...), unless a newer signal has
@@ -132,7 +138,7 @@ class Answers:
         if row is None or row.type != SCALING_TYPE or row.current_job is not None:
             return
         if status is Status.FAILED:
-            await self._rescale_failed(tx, row, stack, fx)
+            await self._rescale_failed(tx, row, reason, fx)
             return
         attributes = await self._attributes(tx, stack, row.type, definition)
         decided, reached = scaling_state(row.attributes), scaling_state(attributes)
@@ -147,11 +153,11 @@ class Answers:
         size = attributes.get("current_size")
         fx.event(row.stack_id, row.name, row.physical_id, row.type, "SCALE", "COMPLETE", f"size {size}")
 
-    async def _rescale_failed(self, tx: Tx, row: ResourceRow, child: StackRow, fx: Effects) -> None:
+    async def _rescale_failed(self, tx: Tx, row: ResourceRow, why: str, fx: Effects) -> None:
         """A resize's child update failed: the group is UPDATE_FAILED with the child's reason
         (as Heat's), keeping the attributes of its last good size, so the stack shows it and
         the next stack update repairs the child (a failed nested resource is updated)."""
-        reason = f"Resource UPDATE failed: {child.status_reason or 'the nested stack failed'}"
+        reason = f"Resource UPDATE failed: {why or 'the nested stack failed'}"
         failed = {"action": Action.UPDATE, "status": Status.FAILED, "status_reason": reason}
         if not await tx.update_resource(row, **failed):
             log.info("scale_failure_skipped", resource=row.name)
