@@ -84,6 +84,9 @@ async def test_every_update_gives_a_new_handle_whose_signals_start_afresh(heat: 
     assert json.loads(out["data"]) == {"1": "config v1 applied"}
     assert out["handle"] == first_id
 
+    preview = await heat.run(heat.hc.stacks.preview_update, stack_id, template=json.dumps(TEMPLATE))
+    changes = {k: sorted(r["resource_name"] for r in v) for k, v in preview["resource_changes"].items()}
+    assert changes["replaced"] == ["handle"], "a preview shows the handle replaced, though unchanged"
     await heat.run(heat.hc.stacks.update, stack_id, existing=True)  # nothing changed
     second_id, again, second_token = await heat.waiting_handle(stack_id, before=first_id)
     assert second_id != first_id, "the update replaced the handle"
