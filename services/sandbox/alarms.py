@@ -12,8 +12,10 @@ Every `period` seconds it compares that average with `threshold` by
 `repeat_actions`, on every evaluation in that state), an Aodh-shaped body:
 `{"alarm_id", "alarm_name", "current", "previous", "reason", "reason_data"}`.
 An action is `{"url": ..., "token": ...}`: a scaling policy's `signal_url`
-and `token` (sent as `X-Auth-Token`). With no matching ACTIVE server the alarm
-is `insufficient data` and does nothing.
+and `token` (sent as `X-Auth-Token`); a URL that is not a resource's signal URL
+(`.../v1/<project>/stacks/<name>/<id>/resources/<resource>/signal`) is refused,
+so an alarm cannot be made to POST anything else (say, a local admin endpoint).
+With no matching ACTIVE server the alarm is `insufficient data` and does nothing.
 
 This module is pure: the alarm definitions (`AlarmSpec`, validated, with
 limits), the loads, and `evaluate` (an alarm's next state and the POSTs it
@@ -26,11 +28,13 @@ state).
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import ConflictError, InvalidInput, NotFound
 
@@ -53,8 +57,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: The only URLs an alarm POSTs to: a resource's signal URL on a Heat-compatible API.
+SIGNAL_PATH = re.compile(r"/v1/[^/]+/stacks/[^/]+/[^/]+/resources/[^/]+/signal")
+
+
+def _signal_url(url: str) -> str:
+    path = urlsplit(url).path
+    if SIGNAL_PATH.search(path) is None or not path.endswith("/signal"):
+        raise ValueError(
+            "an alarm only POSTs to a resource's signal URL "
+            "(.../v1/<project>/stacks/<name>/<id>/resources/<resource>/signal, e.g. a policy's signal_url)"
+        )
+    return url
+
+
 class AlarmAction(_Strict):
-    url: str = Field(min_length=1, max_length=2048, description="Where to POST (a policy's signal_url).")
+    url: Annotated[str, AfterValidator(_signal_url)] = Field(
+        min_length=1, max_length=2048, description="Where to POST (a policy's signal_url)."
+    )
     token: str | None = Field(None, max_length=512, description="Sent as X-Auth-Token (the policy's token).")
 
 

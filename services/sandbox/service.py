@@ -207,7 +207,8 @@ class SandboxService:
         """Evaluate alarms when due and send their POSTs, for ever (cancelled at shutdown).
         `send` delivers one POST (True: accepted); by default through the gateway."""
         async with aiohttp.ClientSession() as session:
-            gateway = HttpGateway(session, self._alarm_hosts, default_timeout=10.0)
+            # No redirects: an alarm POSTs exactly the signal URL it was given.
+            gateway = HttpGateway(session, self._alarm_hosts, max_redirects=0, default_timeout=10.0)
             deliver = send or (lambda post: _post(gateway, post))
             while True:
                 self._alarm_wake.clear()

@@ -103,11 +103,16 @@ async def test_an_alarm_on_the_average_load_scales_the_group_up(up: Up) -> None:
 
 async def test_bad_alarms_and_loads_are_refused_naming_the_field(up: Up) -> None:
     sandbox = SandboxClient(up.http, f"{up.base}/sandbox")
-    elsewhere = {"threshold": 1, "alarm_actions": [{"url": "http://203.0.113.9/hook"}]}
+    signal = "/v1/p/stacks/s/1/resources/up/signal"
+    elsewhere = {"threshold": 1, "alarm_actions": [{"url": f"http://203.0.113.9{signal}"}]}
     status, body, _ = await sandbox.call("POST", "/alarms", elsewhere)
     assert status == 400
     assert "alarm_actions.0.url" in body["error"]["message"]
     assert "CONVERGE_SANDBOX_ALARM_HOSTS" in body["error"]["message"]
+    admin = {"threshold": 1, "alarm_actions": [{"url": "http://127.0.0.1:8005/admin/pause"}]}
+    status, body, _ = await sandbox.call("POST", "/alarms", admin)
+    assert status == 400
+    assert "only POSTs to a resource's signal URL" in body["error"]["message"]
     status, body, _ = await sandbox.call("POST", "/alarms", {"threshold": "high"})
     assert status == 400
     assert "threshold" in body["error"]["message"]

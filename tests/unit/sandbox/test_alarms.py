@@ -20,7 +20,7 @@ from services.sandbox.alarms import (
 )
 from shared.errors import ConflictError, InvalidInput
 
-HOOK = {"url": "http://127.0.0.1:8004/hook", "token": "t"}
+HOOK = {"url": "http://127.0.0.1:8004/v1/p/stacks/s/1/resources/up/signal", "token": "t"}
 
 
 def server(sid: str, group: str = "web", status: str = "ACTIVE") -> dict[str, Any]:
@@ -59,6 +59,8 @@ def test_bad_definitions_and_loads_are_refused_naming_the_field() -> None:
         parse_alarm({"threshold": 1, "comparison_operator": "eq"})
     with pytest.raises(InvalidInput, match="alarm_actions"):
         parse_alarm({"threshold": 1, "alarm_actions": [HOOK] * 6})
+    with pytest.raises(InvalidInput, match=r"alarm_actions\.0\.url: .*only POSTs to a resource's signal URL"):
+        parse_alarm({"threshold": 1, "alarm_actions": [{"url": "http://127.0.0.1:8005/admin/pause"}]})
     with pytest.raises(InvalidInput, match="load"):
         parse_load({"load": True})
     assert parse_load({"load": 42}) == 42.0
