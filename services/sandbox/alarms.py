@@ -123,9 +123,13 @@ class Alarm:
     failed: int = 0  # actions that could not be delivered or were refused
 
     def view(self) -> dict[str, Any]:
+        shown = self.spec.model_dump(mode="json")
+        for actions in (shown["alarm_actions"], shown["ok_actions"]):
+            for action in actions:  # a token is a secret: shown only as whether there is one
+                action["token"] = "***" if action["token"] else None
         return {
             "id": self.id,
-            **self.spec.model_dump(mode="json"),
+            **shown,
             "state": self.state,
             "average": self.average,
             "servers": self.members,

@@ -69,3 +69,8 @@ def test_bad_definitions_and_loads_are_refused_naming_the_field() -> None:
         kept.add(str(i), parse_alarm({"threshold": 1}), now=0)
     with pytest.raises(ConflictError, match="at most 100 alarms"):
         kept.add("101", parse_alarm({"threshold": 1}), now=0)
+
+
+def test_an_alarm_never_shows_its_actions_tokens() -> None:
+    shown = alarm().view()
+    assert shown["alarm_actions"] == [{"url": HOOK["url"], "token": "***"}]
