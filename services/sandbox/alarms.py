@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import ConflictError, InvalidInput, NotFound
+from shared.plugins.base import Properties, prop
 
 #: The most alarms one sandbox keeps, and actions one alarm has.
 MAX_ALARMS = 100
@@ -78,17 +79,25 @@ class AlarmAction(_Strict):
     token: str | None = Field(None, max_length=512, description="Sent as X-Auth-Token (the policy's token).")
 
 
-class AlarmSpec(_Strict):
-    name: str = Field("", max_length=255, description="Display name.")
-    threshold: float = Field(description="The average load compared with.")
-    comparison_operator: Literal["gt", "ge", "lt", "le"] = Field("gt", description="average <op> threshold.")
-    matching_metadata: dict[str, str] = Field(
+class AlarmSpec(Properties):
+    """An alarm's definition: the sandbox API's body, and Sandbox::Alarm's properties."""
+
+    name: str = prop("", max_length=255, description="Display name.")
+    threshold: float = prop(description="The average load compared with.")
+    comparison_operator: Literal["gt", "ge", "lt", "le"] = prop(
+        "gt", description="How the average is compared: average <op> threshold."
+    )
+    matching_metadata: dict[str, str] = prop(
         {}, max_length=20, description="Servers whose metadata holds all these pairs (empty: every server)."
     )
-    period: float = Field(2.0, ge=0.5, le=3600, description="Seconds between evaluations.")
-    alarm_actions: list[AlarmAction] = Field([], max_length=MAX_ACTIONS, description="POSTed on alarm.")
-    ok_actions: list[AlarmAction] = Field([], max_length=MAX_ACTIONS, description="POSTed back to ok.")
-    repeat_actions: bool = Field(False, description="POST on every evaluation, not only on a change.")
+    period: float = prop(2.0, ge=0.5, le=3600, description="Seconds between evaluations.")
+    alarm_actions: list[AlarmAction] = prop(
+        [], max_length=MAX_ACTIONS, description="POSTed when the alarm turns to alarm: [{url, token}]."
+    )
+    ok_actions: list[AlarmAction] = prop(
+        [], max_length=MAX_ACTIONS, description="POSTed when it turns back to ok: [{url, token}]."
+    )
+    repeat_actions: bool = prop(False, description="POST on every evaluation, not only on a change.")
 
 
 def parse_alarm(body: Any) -> AlarmSpec:
@@ -199,12 +208,19 @@ class Alarms:
 
     alarms: dict[str, Alarm] = field(default_factory=dict)
     loads: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # Idempotency-Key -> the alarm it made
 
-    def add(self, alarm_id: str, spec: AlarmSpec, *, now: float) -> Alarm:
+    def add(self, alarm_id: str, spec: AlarmSpec, *, now: float, key: str | None = None) -> Alarm:
+        """A new alarm; with `key` seen before (and its alarm still there), that alarm."""
+        made = self.alarms.get(self.keys.get(key, "")) if key else None
+        if made is not None:
+            return made
         if len(self.alarms) >= MAX_ALARMS:
             raise ConflictError(f"the sandbox keeps at most {MAX_ALARMS} alarms; delete one first")
         alarm = Alarm(alarm_id, spec, next_at=now)
         self.alarms[alarm_id] = alarm
+        if key:
+            self.keys[key] = alarm_id
         return alarm
 
     def get(self, alarm_id: str) -> Alarm:
@@ -216,6 +232,8 @@ class Alarms:
     def remove(self, alarm_id: str) -> None:
         self.get(alarm_id)
         del self.alarms[alarm_id]
+        for key in [k for k, made in self.keys.items() if made == alarm_id]:
+            del self.keys[key]
 
     def due(self, now: float) -> list[Alarm]:
         return [a for a in self.alarms.values() if a.next_at <= now]

@@ -15,6 +15,7 @@ volumes, volume_attachments or things):
     PUT    /v1/servers/{id}/load           a server's load, body {"load": 0..100} (GET reads it)
     GET    /v1/alarms                      {"alarms": [alarm, ...]}
     POST   /v1/alarms                      create an alarm on servers' average load (alarms.py): 201
+                                           (a repeated Idempotency-Key answers the same alarm)
     GET    /v1/alarms/{id}                 one alarm, with its state and last average
     DELETE /v1/alarms/{id}                 204
 
@@ -168,7 +169,10 @@ class SandboxRoutes:
         return web.json_response({"alarms": self._service.list_alarms()})
 
     async def create_alarm(self, request: web.Request) -> web.Response:
-        return web.json_response(self._service.create_alarm(await _body(request)), status=201)
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        return web.json_response(
+            self._service.create_alarm(await _body(request), idempotency_key=key), status=201
+        )
 
     async def show_alarm(self, request: web.Request) -> web.Response:
         return web.json_response(self._service.get_alarm(request.match_info["id"]))

@@ -165,7 +165,7 @@ class SandboxService:
         self._cloud.get(Kind.SERVER, server_id)
         return {"server": server_id, "load": self._alarms.loads.get(server_id, 0.0)}
 
-    def create_alarm(self, body: object) -> dict[str, object]:
+    def create_alarm(self, body: object, *, idempotency_key: str | None = None) -> dict[str, object]:
         spec = parse_alarm(body)
         for field, actions in (("alarm_actions", spec.alarm_actions), ("ok_actions", spec.ok_actions)):
             for i, action in enumerate(actions):
@@ -175,7 +175,7 @@ class SandboxService:
                     raise InvalidInput(
                         f"{field}.{i}.url: {exc} (allowed: CONVERGE_SANDBOX_ALARM_HOSTS)", path="alarm"
                     ) from None
-        alarm = self._alarms.add(uuid.uuid4().hex, spec, now=self._clock())
+        alarm = self._alarms.add(uuid.uuid4().hex, spec, now=self._clock(), key=idempotency_key)
         self._alarm_wake.set()
         return alarm.view()
 

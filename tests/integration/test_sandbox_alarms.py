@@ -2,9 +2,10 @@
 alarm on its servers' average load, with no monitoring service.
 
 Real: the `converge` executable (`converge up`: PostgreSQL, the in-process bus and sandbox),
-the stack created from `examples/autoscaling.yaml` through the Heat API over HTTP, the loads
-and the alarm set through the sandbox's HTTP API as a user with curl would, and the alarm
-POSTing the scaling policy's signal URL with its token over HTTP.
+the stack created from `examples/autoscaling.yaml` (a group, a policy and a Sandbox::Alarm
+wired to the policy's URL) through the Heat API over HTTP, the loads set through the
+sandbox's HTTP API as a user with curl would, and the alarm POSTing the scaling policy's
+signal URL with its token over HTTP.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def up(tmp_path: Path, database_url: str) -> AsyncIterator[Up]:
         await running.process.stop()
 
 
-async def test_an_alarm_on_the_average_load_scales_the_group_up(up: Up) -> None:
+async def test_the_examples_alarm_on_the_average_load_scales_the_group_up(up: Up) -> None:
     sandbox = SandboxClient(up.http, f"{up.base}/sandbox")
     status, made = await up.call("POST", "/stacks", {"stack_name": "web", "template": EXAMPLE.read_text()})
     assert status == 201, made
@@ -64,26 +65,16 @@ async def test_an_alarm_on_the_average_load_scales_the_group_up(up: Up) -> None:
 
     async def settled(size: int) -> bool:
         out.update(await up.outputs(stack_id))
-        return out["status"] == "CREATE_COMPLETE" and out.get("size") == size
+        return out["status"] in ("CREATE_COMPLETE", "UPDATE_COMPLETE") and out.get("size") == size
 
     await eventually(lambda: settled(2), timeout=90, every=0.2)
     first = list(out["servers"])
-    action = {"url": out["scale_up_url"], "token": out["scale_up_token"]}
-    alarm = await sandbox.ok(
-        "POST",
-        "/alarms",
-        {
-            "name": "web-busy",
-            "threshold": 70,
-            "comparison_operator": "gt",
-            "matching_metadata": {"group": out["group"]},
-            "period": 0.5,
-            "alarm_actions": [action],
-        },
-    )
+    alarm = await sandbox.ok("GET", f"/alarms/{out['alarm']}")
+    assert alarm["matching_metadata"] == {"group": stack_id}
+    assert alarm["alarm_actions"] == [{"url": out["scale_up_url"], "token": "***"}]
 
     async def alarm_is(state: str, servers: int) -> bool:
-        seen = await sandbox.ok("GET", f"/alarms/{alarm['id']}")
+        seen = await sandbox.ok("GET", f"/alarms/{out['alarm']}")
         return bool(seen["state"] == state and seen["servers"] == servers)
 
     await eventually(lambda: alarm_is("ok", 2), timeout=30, every=0.2)  # no load given: 0
@@ -94,11 +85,20 @@ async def test_an_alarm_on_the_average_load_scales_the_group_up(up: Up) -> None:
     await eventually(lambda: alarm_is("ok", 3), timeout=90, every=0.2)
     await eventually(lambda: settled(3), timeout=60, every=0.2)
     assert out["servers"][:2] == first, "the busy servers stay; one is added"
-    seen = await sandbox.ok("GET", f"/alarms/{alarm['id']}")
+    seen = await sandbox.ok("GET", f"/alarms/{out['alarm']}")
     assert (seen["actions_sent"], seen["actions_failed"]) == (1, 0)
     status, events = await up.call("GET", f"/stacks/web/{stack_id}/resources/scale_up/events")
     assert status == 200, events
     assert any("size 2 -> 3" in e["resource_status_reason"] for e in events["events"])
+
+    status, _ = await up.call("DELETE", f"/stacks/web/{stack_id}")
+    assert status == 204
+
+    async def alarm_gone() -> bool:
+        code, _, _ = await sandbox.call("GET", f"/alarms/{out['alarm']}")
+        return code == 404
+
+    await eventually(alarm_gone, timeout=60, every=0.2)
 
 
 async def test_bad_alarms_and_loads_are_refused_naming_the_field(up: Up) -> None:

@@ -74,3 +74,12 @@ def test_bad_definitions_and_loads_are_refused_naming_the_field() -> None:
 def test_an_alarm_never_shows_its_actions_tokens() -> None:
     shown = alarm().view()
     assert shown["alarm_actions"] == [{"url": HOOK["url"], "token": "***"}]
+
+
+def test_a_repeated_idempotency_key_gives_the_same_alarm_until_it_is_deleted() -> None:
+    kept = Alarms()
+    spec = parse_alarm({"threshold": 1})
+    first = kept.add("a", spec, now=0, key="job-1")
+    assert kept.add("b", spec, now=0, key="job-1") is first
+    kept.remove("a")
+    assert kept.add("c", spec, now=0, key="job-1").id == "c"
