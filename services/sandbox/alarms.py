@@ -20,9 +20,9 @@ With no matching ACTIVE server the alarm is `insufficient data` and does nothing
 This module is pure: the alarm definitions (`AlarmSpec`, validated, with
 limits), the loads, and `evaluate` (an alarm's next state and the POSTs it
 makes). The service runs the evaluations and sends the POSTs through the
-allow-listed HTTP gateway (`CONVERGE_SANDBOX_ALARM_HOSTS`). Alarms and loads
-live in memory: a restarted sandbox has none (they are demo inputs, not cloud
-state).
+allow-listed HTTP gateway (`CONVERGE_SANDBOX_ALARM_HOSTS`). Alarms are kept in
+the sandbox's state file with its resources (a restarted sandbox has them,
+their state evaluated afresh); loads are demo inputs, kept in memory only.
 """
 
 from __future__ import annotations
@@ -234,6 +234,20 @@ class Alarms:
         del self.alarms[alarm_id]
         for key in [k for k, made in self.keys.items() if made == alarm_id]:
             del self.keys[key]
+
+    def record(self, alarm_id: str) -> dict[str, Any]:
+        """What the state file keeps of an alarm: its definition and the key that made it."""
+        alarm = self.get(alarm_id)
+        key = next((k for k, made in self.keys.items() if made == alarm_id), None)
+        return {"id": alarm_id, "spec": alarm.spec.model_dump(mode="json"), "key": key}
+
+    def restore(self, records: Iterable[Mapping[str, Any]], *, now: float) -> None:
+        """Alarms from their records (at start-up); their state is evaluated afresh."""
+        for record in records:
+            alarm_id = str(record["id"])
+            self.alarms[alarm_id] = Alarm(alarm_id, AlarmSpec.model_validate(record["spec"]), next_at=now)
+            if record.get("key"):
+                self.keys[str(record["key"])] = alarm_id
 
     def due(self, now: float) -> list[Alarm]:
         return [a for a in self.alarms.values() if a.next_at <= now]

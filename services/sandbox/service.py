@@ -11,7 +11,8 @@ returns once it is on disk (the HTTP layer awaits it before answering);
 `build_sandbox` restores the cloud the file holds. Hosted by
 `converge-sandbox` (main.py) and by `converge up` alike.
 
-It also keeps the servers' loads and the alarms on them (`alarms.py`): a
+It also keeps the servers' loads and the alarms on them (`alarms.py`; the
+alarms in the state file too): a
 task (`run_alarms`) evaluates each alarm every `period` seconds and sends the
 POSTs it decides through the allow-listed HTTP gateway (only to the hosts of
 `alarm_hosts`, checked again when an alarm is created).
@@ -23,7 +24,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,10 @@ class SandboxService:
                     raise InvalidInput(
                         f"{field}.{i}.url: {exc} (allowed: CONVERGE_SANDBOX_ALARM_HOSTS)", path="alarm"
                     ) from None
+        before = len(self._alarms.alarms)
         alarm = self._alarms.add(uuid.uuid4().hex, spec, now=self._clock(), key=idempotency_key)
+        if len(self._alarms.alarms) > before and self._state is not None:  # not a replay
+            self._state.save(StateWrite({}, alarms={alarm.id: self._alarms.record(alarm.id)}))
         self._alarm_wake.set()
         return alarm.view()
 
@@ -187,6 +191,11 @@ class SandboxService:
 
     def delete_alarm(self, alarm_id: str) -> None:
         self._alarms.remove(alarm_id)
+        if self._state is not None:
+            self._state.save(StateWrite({}, alarms={alarm_id: None}))
+
+    def restore_alarms(self, records: Sequence[Mapping[str, Any]]) -> None:
+        self._alarms.restore(records, now=self._clock())
 
     def evaluate_alarms(self) -> list[Post]:
         """Evaluate the alarms that are due; the POSTs they decided."""
@@ -333,7 +342,7 @@ def build_sandbox(
         log.info("sandbox_restored", state=str(state), resources=len(saved.resources), created=cloud.created)
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
     metrics = SandboxMetrics(registry)
-    return SandboxService(
+    service = SandboxService(
         cloud=cloud,
         notifier=notifier,
         metrics=metrics,
@@ -341,3 +350,6 @@ def build_sandbox(
         state=state_file,
         alarm_hosts=AllowList.parse(settings.sandbox_alarm_hosts),
     )
+    if saved is not None and saved.alarms:
+        service.restore_alarms(saved.alarms)
+    return service

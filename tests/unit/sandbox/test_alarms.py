@@ -4,9 +4,11 @@ the limits on definitions and loads."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from services.sandbox.alarms import (
     ALARM,
@@ -18,7 +20,9 @@ from services.sandbox.alarms import (
     parse_alarm,
     parse_load,
 )
+from services.sandbox.service import build_sandbox
 from shared.errors import ConflictError, InvalidInput
+from shared.settings import SandboxBehaviour
 
 HOOK = {"url": "http://127.0.0.1:8004/v1/p/stacks/s/1/resources/up/signal", "token": "t"}
 
@@ -83,3 +87,23 @@ def test_a_repeated_idempotency_key_gives_the_same_alarm_until_it_is_deleted() -
     assert kept.add("b", spec, now=0, key="job-1") is first
     kept.remove("a")
     assert kept.add("c", spec, now=0, key="job-1").id == "c"
+
+
+async def test_alarms_outlive_a_restart_of_a_sandbox_with_a_state_file(tmp_path: Path) -> None:
+    settings = SandboxBehaviour(sandbox_latency=0)
+    state = tmp_path / "sandbox.sqlite3"
+    first = build_sandbox(settings, bus=None, registry=CollectorRegistry(), state=state)
+    made = first.create_alarm({"threshold": 5, "alarm_actions": [HOOK]}, idempotency_key="job-1")
+    gone = first.create_alarm({"threshold": 6})
+    first.delete_alarm(str(gone["id"]))
+    await first.durable()
+    await first.close()
+
+    again = build_sandbox(settings, bus=None, registry=CollectorRegistry(), state=state)
+    try:
+        assert [a["id"] for a in again.list_alarms()] == [made["id"]]
+        assert again.get_alarm(str(made["id"]))["threshold"] == 5
+        replay = again.create_alarm({"threshold": 5, "alarm_actions": [HOOK]}, idempotency_key="job-1")
+        assert replay["id"] == made["id"], "the key that made it still answers it"
+    finally:
+        await again.close()
