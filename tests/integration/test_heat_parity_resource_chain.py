@@ -133,3 +133,23 @@ async def test_validate_names_a_bad_chain_member_under_its_entry(heat: HeatClien
         await heat.run(heat.hc.stacks.validate, template=json.dumps(bad_type))
     assert "resources.chain.properties.resources[1]" in str(refused.value)
     assert "No::Such::Type" in str(refused.value)
+
+
+async def test_a_chain_member_may_be_a_type_the_registry_maps(heat: HeatClients) -> None:
+    member = {
+        "heat_template_version": "2016-10-14",
+        "parameters": {"value": {"type": "string"}},
+        "resources": {"inner": {"type": "Test::Thing", "properties": {"value": {"get_param": "value"}}}},
+        "outputs": {"value": {"value": {"get_attr": ["inner", "value"]}}},
+    }
+    environment = {"resource_registry": {"My::Alias": "Test::Thing", "My::Nested": "member.yaml"}}
+    made = await heat.run(
+        heat.hc.stacks.create,
+        stack_name="mapped",
+        template=json.dumps(chain(["My::Alias", "My::Nested"], value="m")),
+        environment=environment,
+        files={"member.yaml": json.dumps(member)},
+    )
+    out = await outputs(heat, made["stack"]["id"])
+    assert out["values"] == {"0": "m", "1": "m"}, "an alias and a template resource, both given the value"
+    assert sorted(heat.values()) == ["m", "m"]
