@@ -317,6 +317,39 @@ async def test_a_failed_resize_fails_the_group_until_a_stack_update_repairs_it(d
         assert cv.world.created == 4
 
 
+async def test_a_signal_waits_for_a_resize_ending_rather_than_deadlocking_with_it(database_url: str) -> None:
+    """The end of a resize holds a member's row of the child, then takes the group's row;
+    a signal meanwhile must not hold the group's row while it waits for the child's.
+    The resize's end is played by a transaction of the test's own, on a real connection."""
+    async with converge(database_url, seed=14) as cv:
+        ops = cv.engine.operations
+        top = await ops.create(project_id="p1", name="top", goal=with_policies(up=UP))
+        await settle(cv, top, "CREATE")
+        rows = {r["name"]: r for r in await cv.rows(StackId(top))}
+        group_id, child = rows["asg"]["resource_id"], uuid.UUID(rows["asg"]["physical_id"])
+        member = await cv.pool.fetchval("SELECT min(resource_id) FROM resources WHERE stack_id = $1", child)
+        own = await token(cv, top, "up")
+        async with cv.pool.acquire() as ending, ending.transaction():
+            await ending.execute("SET LOCAL lock_timeout = '20s'")
+            await ending.execute("SELECT 1 FROM resources WHERE resource_id = $1 FOR UPDATE", member)
+            signalled = asyncio.create_task(
+                cv.engine.api().signals.signal(StackId(top), "up", {}, token=own, project_token_ok=False)
+            )
+
+            async def signal_waits() -> bool:
+                waiting = await cv.pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                return bool(waiting)
+
+            await eventually(signal_waits, timeout=20)
+            # The resize's end takes the group's row: free, as the signal holds none of it yet.
+            await ending.execute("UPDATE resources SET version = version WHERE resource_id = $1", group_id)
+        await asyncio.wait_for(signalled, timeout=30)  # no ConflictError (a deadlock broken)
+        await scaled_to(cv, top, 4)
+
+
 async def test_ten_signals_at_once_without_cooldown_end_at_their_sum(database_url: str) -> None:
     async with converge(database_url, seed=11) as cv:
         ops = cv.engine.operations
