@@ -620,6 +620,12 @@ class SandboxBehaviour(CommonSettings):
     sandbox_seed: int | None = Field(
         None, description="Seed of the sandbox's ids and failures, so a run can be replayed. Unset = random."
     )
+    sandbox_alarm_hosts: str = Field(
+        "127.0.0.1,localhost",
+        description="Hosts the sandbox's alarms may POST to (host, host:port or host:port/path, "
+        "comma separated), e.g. Converge's API for scaling policies' signal URLs. Default: this "
+        "machine only; nothing else is reached.",
+    )
     sandbox_state: Path | None = Field(
         None,
         description="SQLite file where the sandbox keeps its state (resources, builds, idempotency "

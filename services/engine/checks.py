@@ -303,6 +303,8 @@ class Convergence:
             properties=properties,
             external_id=goal.external_id,
             nested=nested,
+            replaced_on_update=cls is not None and cls.replaced_on_update,
+            goal_template_id=stack.current_template_id,
         )
         log.debug("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
         gates = (tx, stack, traversal, node, row, goal, decision.kind, definition.environment, fx)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.model import ResourceRow, StackRow, TraversalId
-from services.engine.core.nesting import GROUP_TYPE, GroupAttributes
+from services.engine.core.nesting import CHAIN_TYPE, GROUP_TYPE, GroupAttributes
 from services.engine.template import ResourceData
 from services.engine.template.environment import is_template_reference
 from shared.plugins import ResourceType
@@ -70,6 +70,6 @@ def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) ->
         value = row.attributes.get(attribute, reference if cls is None else None)
         reference = None if value is None else str(value)
     attributes: Mapping[str, Any] = row.attributes
-    if row.type == GROUP_TYPE:
+    if row.type in (GROUP_TYPE, CHAIN_TYPE):
         attributes = GroupAttributes(row.attributes)
     return ResourceData(reference_id=reference, attributes=attributes)

@@ -245,6 +245,7 @@ class Operations:
                 properties=properties,
                 external_id=goal_resource.external_id,
                 nested=nested,
+                replaced_on_update=cls is not None and cls.replaced_on_update,  # by the new template
             )
             kind = {Forward.NOTHING: "unchanged", Forward.REPLACE: "replaced"}.get(decision.kind, "updated")
             changes[kind].append(row)

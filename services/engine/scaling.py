@@ -4,7 +4,8 @@ Where it sits: `POST .../resources/{policy}/signal` reaches `signals.Signals`,
 which, for an `OS::Heat::ScalingPolicy` (authorised by the policy's own token,
 as a wait-condition handle is, or a project token), calls `Scaler.signal` in
 its transaction. The policy and its group's rows are locked (in id order, so
-concurrent signals take turns), `core.scaling.decide_signal` decides, and a
+concurrent signals take turns; the group's child stack first, as the end of a
+resize takes them), `core.scaling.decide_signal` decides, and a
 new size is recorded on the group's row (its `ScalingState`) with both
 cooldowns, then the group's child stack is updated to it
 (`nested.children.Children.rescale`), preempting any update the child was
@@ -14,12 +15,15 @@ saying why, as Heat's NoActionRequired. When the child's update completes,
 the group takes its new attributes (`nested.answer`).
 
 A group whose stack operation is working on it (it has a job) refuses signals
-(409: retry); Heat accepts them and scales after.
+(409: retry); Heat accepts them and scales after. A group whose last resize
+failed (UPDATE_FAILED, see `nested.answer`) takes signals and does nothing,
+saying why, as Heat's; a stack update repairs it.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -27,7 +31,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import ValidationError
 
-from services.engine.core.model import ResourceRow, StackRow, Status
+from services.engine.core.model import ResourceRow, StackId, StackRow, Status
 from services.engine.core.nesting import (
     COOLDOWN_ATTRIBUTE,
     SCALING_STATE_OUTPUT,
@@ -78,6 +82,7 @@ class Scaler:
                 f"{policy.name}: auto_scaling_group_id {settings.auto_scaling_group_id!r} is not an "
                 f"{SCALING_TYPE} of stack {stack.name}"
             )
+        await self._lock_child(tx, group)
         locked: dict[int, ResourceRow] = {}
         for rid in sorted({policy.resource_id, group.resource_id}):
             row = await tx.resource(rid, lock=True)
@@ -85,6 +90,15 @@ class Scaler:
                 raise ConflictError(f"resource {rid} went away while scaling; retry")
             locked[rid] = row
         policy, group = locked[policy.resource_id], locked[group.resource_id]
+        if group.current_job is None and group.status is Status.FAILED:
+            # Heat's NoActionRequired: a failed group does not scale; a stack update repairs it.
+            note = (
+                f"The resource {group.name} could not perform scaling action: it is "
+                f"{group.action.value}_FAILED ({group.status_reason}); a stack update repairs it"
+            )
+            log.info("scaling_signal", policy=policy.name, group=group.name, size=None, note=note)
+            fx.event(stack.stack_id, policy.name, policy.physical_id, policy.type, "SIGNAL", "COMPLETE", note)
+            return
         if group.current_job is not None or group.status is not Status.COMPLETE:
             raise ConflictError(
                 f"{group.name} is {group.action.value}_{group.status.value}: it cannot scale until "
@@ -128,6 +142,18 @@ class Scaler:
         updated = await tx.resource(group.resource_id)
         assert updated is not None
         await self._children.rescale(tx, stack, updated, fx)
+
+    @staticmethod
+    async def _lock_child(tx: Tx, group: ResourceRow) -> None:
+        """Lock the group's child stack (its rows, then the stack) before the group's row:
+        the order in which the end of a resize takes them (a member's result, the child's
+        end, then the group's new attributes). The other order deadlocked with it."""
+        try:
+            child = StackId(uuid.UUID(str(group.physical_id)))
+        except ValueError:
+            return  # not a child stack's id: rescale says so
+        await tx.lock_resources(child)
+        await tx.stack(child, lock=True)
 
 
 S = TypeVar("S", ScalingPolicyProperties, AutoScalingGroupProperties)

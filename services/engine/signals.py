@@ -1,7 +1,8 @@
 """Signals to resources: wait-condition handles and the conditions they complete.
 
 Where it sits: `POST .../resources/{name}/signal` (API) calls `Signals.signal`.
-For an `OS::Heat::WaitConditionHandle` the normalised signal is appended to
+For an `OS::Heat::WaitConditionHandle` (or `UpdateWaitConditionHandle`, which
+every stack update replaces, signals and all) the normalised signal is appended to
 the handle's row, and every `OS::Heat::WaitCondition` waiting on that handle
 is evaluated with the plugin's pure `evaluate`; a decided condition gets a
 `JobResult` through the outbox, so the ordinary result path records it and
@@ -48,6 +49,8 @@ from shared.plugins.builtin.wait_condition import WaitSignal, evaluate, normalis
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
 HANDLE = "OS::Heat::WaitConditionHandle"
+UPDATE_HANDLE = "OS::Heat::UpdateWaitConditionHandle"
+HANDLE_TYPES = frozenset({HANDLE, UPDATE_HANDLE})
 CONDITION = "OS::Heat::WaitCondition"
 #: Operations during which a condition may still start waiting on a handle.
 WAITING_ACTIONS = frozenset({Action.CREATE, Action.UPDATE, Action.ROLLBACK, Action.ADOPT})
@@ -130,7 +133,7 @@ async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceR
 
 def handle_token_ok(handle: ResourceRow, token: str) -> bool:
     """Whether `token` is the handle's (or scaling policy's) own (compared in constant time)."""
-    expected = handle.attributes.get("token") if handle.type in (HANDLE, POLICY_TYPE) else None
+    expected = handle.attributes.get("token") if handle.type in (*HANDLE_TYPES, POLICY_TYPE) else None
     return isinstance(expected, str) and hmac.compare_digest(expected.encode(), token.encode())
 
 
@@ -194,7 +197,7 @@ class Signals:
         self, tx: Tx, stack_id: StackId, name: str, handle: ResourceRow, data: Mapping[str, Any], fx: Effects
     ) -> list[int]:
         """Append the signal to a wait-condition handle; settle the conditions it decides."""
-        if handle.type != HANDLE:
+        if handle.type not in HANDLE_TYPES:
             raise SignalRefused(
                 f"Signal resource during {handle.action.value}: {handle.type} does not accept signals"
             )

@@ -12,6 +12,12 @@ volumes, volume_attachments or things):
     PATCH  /v1/{collection}/{id}           JSON merge patch of its properties (null = default)
     DELETE /v1/{collection}/{id}           204; immediate
     POST   /v1/{collection}/{id}/break     out-of-band failure: ERROR, body {"reason": "..."}
+    PUT    /v1/servers/{id}/load           a server's load, body {"load": 0..100} (GET reads it)
+    GET    /v1/alarms                      {"alarms": [alarm, ...]}
+    POST   /v1/alarms                      create an alarm on servers' average load (alarms.py): 201
+                                           (a repeated Idempotency-Key answers the same alarm)
+    GET    /v1/alarms/{id}                 one alarm, with its state and last average
+    DELETE /v1/alarms/{id}                 204
 
 Errors are `{"error": {"code", "title", "message"}}`: 400 invalid input,
 404 unknown resource, 409 a rule or integrity conflict (replace-only field,
@@ -98,6 +104,12 @@ class SandboxRoutes:
         return [
             web.get("/v1", self.index),
             web.get("/v1/inventory", self.inventory),
+            web.get("/v1/alarms", self.list_alarms),
+            web.post("/v1/alarms", self.create_alarm),
+            web.get("/v1/alarms/{id}", self.show_alarm),
+            web.delete("/v1/alarms/{id}", self.delete_alarm),
+            web.put("/v1/servers/{id}/load", self.set_load),
+            web.get("/v1/servers/{id}/load", self.get_load),
             web.get("/v1/{collection}", self.list_kind),
             web.post("/v1/{collection}", self.create),
             web.get("/v1/{collection}/{id}", self.show),
@@ -152,6 +164,29 @@ class SandboxRoutes:
     async def delete(self, request: web.Request) -> web.Response:
         self._service.delete(_kind(request), request.match_info["id"])
         return web.Response(status=204)
+
+    async def list_alarms(self, _: web.Request) -> web.Response:
+        return web.json_response({"alarms": self._service.list_alarms()})
+
+    async def create_alarm(self, request: web.Request) -> web.Response:
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        return web.json_response(
+            self._service.create_alarm(await _body(request), idempotency_key=key), status=201
+        )
+
+    async def show_alarm(self, request: web.Request) -> web.Response:
+        return web.json_response(self._service.get_alarm(request.match_info["id"]))
+
+    async def delete_alarm(self, request: web.Request) -> web.Response:
+        self._service.delete_alarm(request.match_info["id"])
+        return web.Response(status=204)
+
+    async def set_load(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        return web.json_response(self._service.set_load(request.match_info["id"], body))
+
+    async def get_load(self, request: web.Request) -> web.Response:
+        return web.json_response(self._service.get_load(request.match_info["id"]))
 
     async def break_(self, request: web.Request) -> web.Response:
         kind = _kind(request)

@@ -17,6 +17,10 @@ in-process sandbox).
 - delete: DELETE; 404 means already gone; deletion is immediate;
 - observe: GET; ACTIVE = READY, BUILD = IN_PROGRESS, ERROR = FAILED,
   404 = GONE; reports the actual property values for drift detection.
+
+`Sandbox::Alarm` manages a sandbox alarm (`alarms.py`), not a cloud resource:
+created at once (idempotently), replaced by any change, gone when the sandbox
+no longer has it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from services.sandbox.alarms import AlarmSpec
 from services.sandbox.specs import (
     Kind,
     NetworkSpec,
@@ -274,3 +279,64 @@ class SandboxThing(SandboxResource):
         "data": ("The thing's free-form data; get_attr [thing, data, key] reads into it.", "Map"),
         "fixed": ("The thing's replace-on-change data.", "Map"),
     }
+
+
+class SandboxAlarm(ResourceType):
+    """A sandbox alarm (services/sandbox/alarms.py) on the average load of the servers
+    matching its metadata; its actions are typically a scaling policy's signal URL and
+    token, so a template wires its own autoscaling (as Heat's with OS::Aodh::Alarm).
+    Created with the action's Idempotency-Key; any change replaces it (a new alarm first);
+    it reports no property values, so drift is only its disappearance."""
+
+    type_name = "Sandbox::Alarm"
+    description = (
+        "An alarm on sandbox servers' average load that POSTs signal URLs when it crosses a threshold."
+    )
+    properties = AlarmSpec
+    attributes = {
+        "id": "The alarm's id in the sandbox.",
+        "state": "ok, alarm or insufficient data, when last seen.",
+        "average": "The average load it last saw.",
+    }
+    attribute_types = {"id": "String", "state": "String", "average": "Number"}
+    support_version = "0.1.0"
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        spec = as_props(props, AlarmSpec)
+        url = _alarms_url(ctx, self.type_name)
+        response = await _call(ctx, "POST", url, body=spec.model_dump(mode="json"), idempotent=True)
+        data = _object(response)
+        return ActionResult(str(data["id"]), attributes=_alarm_attributes(data))
+
+    async def update(
+        self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
+    ) -> ActionResult:
+        raise ReplacementNeeded(f"{ctx.resource_name}: a sandbox alarm is replaced to change it")
+
+    async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        await _call(ctx, "DELETE", _alarm_url(ctx, self.type_name, physical_id), gone_ok=True)
+        return ActionResult(physical_id)
+
+    async def observe(self, ctx: ActionContext, physical_id: str, props: Properties) -> Observation:
+        response = await _call(ctx, "GET", _alarm_url(ctx, self.type_name, physical_id), gone_ok=True)
+        if response.status == GONE:
+            return Observation(ObservedState.GONE, reason=f"alarm {physical_id} does not exist")
+        return Observation(ObservedState.READY, _alarm_attributes(_object(response)))
+
+
+def _alarm_attributes(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {"id": data.get("id"), "state": data.get("state"), "average": data.get("average")}
+
+
+def _alarms_url(ctx: ActionContext, type_name: str) -> str:
+    base = ctx.endpoints.get(SANDBOX_ENDPOINT)
+    if not base:
+        raise PermanentError(
+            f"{ctx.resource_name}: {type_name} needs the sandbox cloud, but no sandbox endpoint is "
+            f"configured; set {SANDBOX_URL_VARIABLE} (e.g. http://127.0.0.1:8007) for the worker and observer"
+        )
+    return f"{base.rstrip('/')}/v1/alarms"
+
+
+def _alarm_url(ctx: ActionContext, type_name: str, physical_id: str) -> str:
+    return f"{_alarms_url(ctx, type_name)}/{quote(physical_id, safe='')}"

@@ -10,6 +10,12 @@ With a state file (state.py) every change is also saved, and `durable`
 returns once it is on disk (the HTTP layer awaits it before answering);
 `build_sandbox` restores the cloud the file holds. Hosted by
 `converge-sandbox` (main.py) and by `converge up` alike.
+
+It also keeps the servers' loads and the alarms on them (`alarms.py`; the
+alarms in the state file too): a
+task (`run_alarms`) evaluates each alarm every `period` seconds and sends the
+POSTs it decides through the allow-listed HTTP gateway (only to the hosts of
+`alarm_hosts`, checked again when an alarm is created).
 """
 
 from __future__ import annotations
@@ -17,19 +23,24 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from services.sandbox.alarms import Alarms, Post, evaluate, parse_alarm, parse_load
 from services.sandbox.model import Change, Cloud, Created
 from services.sandbox.notify import Notifier, NotifierMetrics
 from services.sandbox.records import resource_record
 from services.sandbox.specs import Kind
 from services.sandbox.state import StateFile, StateWrite
 from shared.bus import Bus
+from shared.errors import ConvergeError, InvalidInput
+from shared.http_client import AllowList, HttpGateway, check_url
 from shared.notifications import NotificationEvent
 from shared.settings import SandboxBehaviour
 from shared.tasks import Supervisor
@@ -77,8 +88,12 @@ class SandboxService:
         metrics: SandboxMetrics,
         clock: Callable[[], float] = time.time,
         state: StateFile | None = None,
+        alarm_hosts: AllowList | None = None,
     ) -> None:
         self._cloud = cloud
+        self._alarms = Alarms()
+        self._alarm_hosts = alarm_hosts if alarm_hosts is not None else AllowList()  # none allowed
+        self._alarm_wake = asyncio.Event()
         self._notifier = notifier
         self.metrics = metrics
         self._clock = clock
@@ -139,6 +154,87 @@ class SandboxService:
         """Resources created since the cloud began (idempotent replays are not creates)."""
         return self._cloud.created
 
+    # -- loads and alarms ---------------------------------------------------------
+
+    def set_load(self, server_id: str, body: object) -> dict[str, object]:
+        load = parse_load(body)
+        self._cloud.get(Kind.SERVER, server_id)  # NotFound for an unknown server
+        self._alarms.loads[server_id] = load
+        return {"server": server_id, "load": load}
+
+    def get_load(self, server_id: str) -> dict[str, object]:
+        self._cloud.get(Kind.SERVER, server_id)
+        return {"server": server_id, "load": self._alarms.loads.get(server_id, 0.0)}
+
+    def create_alarm(self, body: object, *, idempotency_key: str | None = None) -> dict[str, object]:
+        spec = parse_alarm(body)
+        for field, actions in (("alarm_actions", spec.alarm_actions), ("ok_actions", spec.ok_actions)):
+            for i, action in enumerate(actions):
+                try:
+                    check_url(self._alarm_hosts, action.url)
+                except ConvergeError as exc:
+                    raise InvalidInput(
+                        f"{field}.{i}.url: {exc} (allowed: CONVERGE_SANDBOX_ALARM_HOSTS)", path="alarm"
+                    ) from None
+        before = len(self._alarms.alarms)
+        alarm = self._alarms.add(uuid.uuid4().hex, spec, now=self._clock(), key=idempotency_key)
+        if len(self._alarms.alarms) > before and self._state is not None:  # not a replay
+            self._state.save(StateWrite({}, alarms={alarm.id: self._alarms.record(alarm.id)}))
+        self._alarm_wake.set()
+        return alarm.view()
+
+    def list_alarms(self) -> list[dict[str, object]]:
+        return [a.view() for a in self._alarms.alarms.values()]
+
+    def get_alarm(self, alarm_id: str) -> dict[str, object]:
+        return self._alarms.get(alarm_id).view()
+
+    def delete_alarm(self, alarm_id: str) -> None:
+        self._alarms.remove(alarm_id)
+        if self._state is not None:
+            self._state.save(StateWrite({}, alarms={alarm_id: None}))
+
+    def restore_alarms(self, records: Sequence[Mapping[str, Any]]) -> None:
+        self._alarms.restore(records, now=self._clock())
+
+    def evaluate_alarms(self) -> list[Post]:
+        """Evaluate the alarms that are due; the POSTs they decided."""
+        now = self._tick()
+        servers = self._cloud.list_kind(Kind.SERVER)
+        self._alarms.forget_missing(str(s["id"]) for s in servers)
+        posts: list[Post] = []
+        for alarm in self._alarms.due(now):
+            outcome = evaluate(alarm, servers, self._alarms.loads)
+            if outcome.state != alarm.state:
+                log.info("sandbox_alarm", alarm=alarm.id, state=outcome.state, average=outcome.average)
+            alarm.state, alarm.average, alarm.members = outcome.state, outcome.average, outcome.members
+            alarm.next_at = now + alarm.spec.period
+            posts.extend(outcome.posts)
+        return posts
+
+    async def run_alarms(self, send: Callable[[Post], Awaitable[bool]] | None = None) -> None:
+        """Evaluate alarms when due and send their POSTs, for ever (cancelled at shutdown).
+        `send` delivers one POST (True: accepted); by default through the gateway."""
+        async with aiohttp.ClientSession() as session:
+            # No redirects: an alarm POSTs exactly the signal URL it was given.
+            gateway = HttpGateway(session, self._alarm_hosts, max_redirects=0, default_timeout=10.0)
+            deliver = send or (lambda post: _post(gateway, post))
+            while True:
+                self._alarm_wake.clear()
+                for post in self.evaluate_alarms():
+                    ok = await deliver(post)
+                    alarm = self._alarms.alarms.get(post.alarm_id)
+                    if alarm is not None:
+                        alarm.sent += 1
+                        alarm.failed += 0 if ok else 1
+                due = self._alarms.next_due()
+                timeout = None if due is None else max(0.0, due - self._clock())
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._alarm_wake.wait()
+                except TimeoutError:
+                    pass
+
     # -- keeping the state -------------------------------------------------------
 
     async def durable(self) -> None:
@@ -196,12 +292,28 @@ class SandboxService:
 
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn("sandbox-timers", self.run_timers())
+        supervisor.spawn("sandbox-alarms", self.run_alarms())
         if self._notifier.enabled:
             supervisor.spawn("sandbox-notifications", self._notifier.run())
 
     async def flush(self, *, seconds: float) -> None:
         """Let queued notifications go out (bounded), e.g. before shutting down."""
         await self._notifier.flush(seconds=seconds)
+
+
+async def _post(gateway: HttpGateway, post: Post) -> bool:
+    """POST one alarm action; whether it was accepted (a refusal or failure is logged)."""
+    headers = {"X-Auth-Token": post.action.token} if post.action.token else {}
+    try:
+        answer = await gateway.request("POST", post.action.url, json=dict(post.body), headers=headers)
+    except ConvergeError as exc:
+        log.warning("sandbox_alarm_action_failed", alarm=post.alarm_id, url=post.action.url, error=str(exc))
+        return False
+    if not answer.ok:
+        log.warning(
+            "sandbox_alarm_action_refused", alarm=post.alarm_id, url=post.action.url, status=answer.status
+        )
+    return answer.ok
 
 
 def build_sandbox(
@@ -230,4 +342,14 @@ def build_sandbox(
         log.info("sandbox_restored", state=str(state), resources=len(saved.resources), created=cloud.created)
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
     metrics = SandboxMetrics(registry)
-    return SandboxService(cloud=cloud, notifier=notifier, metrics=metrics, clock=clock, state=state_file)
+    service = SandboxService(
+        cloud=cloud,
+        notifier=notifier,
+        metrics=metrics,
+        clock=clock,
+        state=state_file,
+        alarm_hosts=AllowList.parse(settings.sandbox_alarm_hosts),
+    )
+    if saved is not None and saved.alarms:
+        service.restore_alarms(saved.alarms)
+    return service

@@ -3,7 +3,8 @@ the answer that reports it.
 
 Where it sits: `SandboxService` (service.py) hands what each request changed
 to `StateFile.save` — the records of the resources it touched (records.py),
-the idempotency key it learnt, the cloud's counters — and the HTTP layer
+the idempotency key it learnt, the cloud's counters, the alarms it made or
+deleted (alarms.py; the servers' loads are not kept) — and the HTTP layer
 (app.py) awaits `durable()` before it answers, so no answer reports what a
 crash could undo; a crash before the answer loses only a change nobody was
 told about (a client asks again with its Idempotency-Key). Saves are written
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     kind TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, resource_id TEXT NOT NULL,
     UNIQUE (kind, key));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS alarms (id TEXT PRIMARY KEY, record TEXT NOT NULL);
 """
 
 
@@ -65,6 +67,7 @@ class StateWrite:
     resources: Mapping[str, Mapping[str, Any] | None]
     key: KeyRecord | None = None
     counters: Mapping[str, int] = field(default_factory=dict)
+    alarms: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)  # by id; None: deleted
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class SavedState:
     resources: list[Resource]
     keys: list[KeyRecord]  # oldest first
     counters: dict[str, int]
+    alarms: list[dict[str, Any]] = field(default_factory=list)  # alarms.py records
 
 
 class StateFile:
@@ -121,9 +125,10 @@ class StateFile:
                 )
             ]
             counters = dict(self._conn.execute("SELECT name, value FROM counters"))
+            alarms = [json.loads(text) for (text,) in self._conn.execute("SELECT record FROM alarms")]
         except (sqlite3.Error, ValueError, KeyError, TypeError) as exc:
             raise SandboxStateInvalid(f"cannot read the sandbox's state from {self.path}: {exc}") from exc
-        return SavedState(resources, keys, counters)
+        return SavedState(resources, keys, counters, alarms)
 
     # -- writing -------------------------------------------------------------------
 
@@ -195,6 +200,14 @@ class StateFile:
                         (k.kind.value, k.key, k.fingerprint, k.resource_id),
                     )
                 counters.update(write.counters)
+                for alarm_id, alarm in write.alarms.items():
+                    if alarm is None:
+                        c.execute("DELETE FROM alarms WHERE id = ?", (alarm_id,))
+                    else:
+                        c.execute(
+                            "INSERT OR REPLACE INTO alarms (id, record) VALUES (?, ?)",
+                            (alarm_id, json.dumps(alarm, separators=(",", ":"))),
+                        )
             c.executemany("INSERT OR REPLACE INTO counters (name, value) VALUES (?, ?)", counters.items())
             if any(write.key is not None for write in batch):
                 c.execute(

@@ -170,6 +170,9 @@ class ResourceType:
     `get_resource` resolves to that attribute instead of the physical id, as
     Heat does for OS::Heat::RandomString).
 
+    `replaced_on_update`: the engine replaces the resource in every stack
+    update (see the ClassVar), whatever changed.
+
     Snapshots: a type that sets `supports_snapshot` implements `snapshot` (a stack
     snapshot keeps what it returns; a resource with `deletion_policy: Snapshot` is
     snapshotted before it is deleted) and may override `restore_properties` (how a
@@ -184,6 +187,9 @@ class ResourceType:
     support_version: ClassVar[str | None] = None
     reference_attribute: ClassVar[str | None] = None
     supports_snapshot: ClassVar[bool] = False
+    #: Replaced (a new resource, created first) by every stack update that reaches it, even
+    #: with unchanged properties (Heat's OS::Heat::UpdateWaitConditionHandle).
+    replaced_on_update: ClassVar[bool] = False
 
     async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
         raise NotImplementedError

@@ -21,6 +21,7 @@ from services.engine.core.model import StackId
 from services.engine.operations import Goal
 from services.engine.signals import Unauthorized
 from shared.errors import ConflictError, InvalidInput
+from tests.support.bus_fixtures import eventually
 from tests.support.convergence import Converge, converge
 from tests.support.openstack_cli import OpenStack
 
@@ -173,10 +174,17 @@ async def token(cv: Converge, top: uuid.UUID, name: str) -> str:
     return value
 
 
-async def signal(cv: Converge, top: uuid.UUID, name: str, data: dict[str, Any] | None = None) -> None:
+async def signal(
+    cv: Converge,
+    top: uuid.UUID,
+    name: str,
+    data: dict[str, Any] | None = None,
+    *,
+    conflicts: list[str] | None = None,
+) -> None:
     """Signal policy `name` with its own token, as an alarm or a server would, retrying a
-    409 as a client does (a signal racing the end of the group's last resize may meet a
-    deadlock, which PostgreSQL breaks by refusing one of the two)."""
+    409 as a client does (a group that a stack operation is working on refuses signals);
+    each 409's message is added to `conflicts`."""
     own = await token(cv, top, name)
     async with asyncio.timeout(30):
         while True:
@@ -185,7 +193,9 @@ async def signal(cv: Converge, top: uuid.UUID, name: str, data: dict[str, Any] |
                     StackId(top), name, data or {}, token=own, project_token_ok=False
                 )
                 return
-            except ConflictError:
+            except ConflictError as exc:
+                if conflicts is not None:
+                    conflicts.append(str(exc))
                 await asyncio.sleep(0.02)
 
 
@@ -263,13 +273,92 @@ async def test_a_signal_inside_the_cooldown_and_past_max_or_min_are_held_to_them
         assert (await outputs(cv, top))["size"] == 5
 
 
+async def test_a_failed_resize_fails_the_group_until_a_stack_update_repairs_it(database_url: str) -> None:
+    async with converge(database_url, seed=13) as cv:
+        ops = cv.engine.operations
+        top = await ops.create(project_id="p1", name="top", goal=with_policies(up=UP))
+        first = (await settle(cv, top, "CREATE"))["refs"]
+        cv.world.refusing = "no capacity left"
+
+        async def group() -> dict[str, Any]:
+            (row,) = [
+                r for r in await cv.rows(StackId(top)) if r["name"] == "asg" and r["replaced_by"] is None
+            ]
+            return dict(row)
+
+        await signal(cv, top, "up")
+
+        async def group_failed() -> bool:
+            return bool((await group())["status"] == "FAILED")
+
+        await eventually(group_failed, timeout=60)
+        failed = await group()
+        assert failed["action"] == "UPDATE"
+        assert "no capacity left" in failed["status_reason"]
+        kept = failed["attributes"]
+        kept = json.loads(kept) if isinstance(kept, str) else kept
+        assert kept["refs"] == first, "its attributes stay those of its last good size"
+        events = [
+            (e["action"], e["status"]) for e in await cv.events(StackId(top)) if e["resource_name"] == "asg"
+        ]
+        assert ("SCALE", "FAILED") in events
+
+        await signal(cv, top, "up")  # accepted, nothing done: Heat's NoActionRequired
+        notes = [e["reason"] for e in await cv.events(StackId(top)) if e["resource_name"] == "up"]
+        assert "UPDATE_FAILED" in notes[-1]
+        assert "a stack update repairs it" in notes[-1]
+
+        cv.world.refusing = None
+        await ops.update(top, with_policies(up=UP))
+        out = await settle(cv, top, "UPDATE")
+        assert out["size"] == 4, "the update brings the group to the size the signal decided"
+        assert out["refs"][:2] == first
+        assert ((await group())["action"], (await group())["status"]) == ("UPDATE", "COMPLETE")
+        assert cv.world.created == 4
+
+
+async def test_a_signal_waits_for_a_resize_ending_rather_than_deadlocking_with_it(database_url: str) -> None:
+    """The end of a resize holds a member's row of the child, then takes the group's row;
+    a signal meanwhile must not hold the group's row while it waits for the child's.
+    The resize's end is played by a transaction of the test's own, on a real connection."""
+    async with converge(database_url, seed=14) as cv:
+        ops = cv.engine.operations
+        top = await ops.create(project_id="p1", name="top", goal=with_policies(up=UP))
+        await settle(cv, top, "CREATE")
+        rows = {r["name"]: r for r in await cv.rows(StackId(top))}
+        group_id, child = rows["asg"]["resource_id"], uuid.UUID(rows["asg"]["physical_id"])
+        member = await cv.pool.fetchval("SELECT min(resource_id) FROM resources WHERE stack_id = $1", child)
+        own = await token(cv, top, "up")
+        async with cv.pool.acquire() as ending, ending.transaction():
+            await ending.execute("SET LOCAL lock_timeout = '20s'")
+            await ending.execute("SELECT 1 FROM resources WHERE resource_id = $1 FOR UPDATE", member)
+            signalled = asyncio.create_task(
+                cv.engine.api().signals.signal(StackId(top), "up", {}, token=own, project_token_ok=False)
+            )
+
+            async def signal_waits() -> bool:
+                waiting = await cv.pool.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                return bool(waiting)
+
+            await eventually(signal_waits, timeout=20)
+            # The resize's end takes the group's row: free, as the signal holds none of it yet.
+            await ending.execute("UPDATE resources SET version = version WHERE resource_id = $1", group_id)
+        await asyncio.wait_for(signalled, timeout=30)  # no ConflictError (a deadlock broken)
+        await scaled_to(cv, top, 4)
+
+
 async def test_ten_signals_at_once_without_cooldown_end_at_their_sum(database_url: str) -> None:
     async with converge(database_url, seed=11) as cv:
         ops = cv.engine.operations
         goal = with_policies(1, max_size=20, one=ONE)
         top = await ops.create(project_id="p1", name="top", goal=goal)
         first = (await settle(cv, top, "CREATE"))["refs"]
-        await asyncio.gather(*(signal(cv, top, "one") for _ in range(10)))
+        conflicts: list[str] = []
+        await asyncio.gather(*(signal(cv, top, "one", conflicts=conflicts) for _ in range(10)))
+        assert conflicts == [], "signals racing the ends of resizes take turns, never deadlock"
         out = await scaled_to(cv, top, 11, timeout=120)
         assert out["refs"][0] == first[0]
         assert len(set(out["refs"])) == 11

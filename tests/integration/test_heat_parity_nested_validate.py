@@ -1,5 +1,6 @@
 """Heat parity (issue 19 item 9 and "Done when"): `validate` checks the child stacks of
-template resources, `OS::Heat::Stack` inline templates and ResourceGroup `resource_def`,
+template resources, `OS::Heat::Stack` inline templates, ResourceGroup `resource_def` and
+AutoScalingGroup `resource`,
 naming the path into the child (Heat's `resources.web<web.yaml>...` for a template
 resource); `OS::Heat::Stack` `context` is refused; and templates in the shapes Heat users
 write — a nested environment with registry patterns and hooks, a software-config bundle
@@ -119,6 +120,31 @@ async def test_validate_checks_inline_stack_templates_and_group_definitions(heat
     # Valid ones validate: the checks do not refuse what would create.
     member = {"type": "OS::Heat::Value", "properties": {"value": "%index%"}}
     group = {"type": "OS::Heat::ResourceGroup", "properties": {"count": 2, "resource_def": member}}
+    assert "Parameters" in await heat.run(heat.hc.stacks.validate, template=top(group))
+
+
+async def test_validate_checks_an_autoscaling_groups_resource_definition(heat: Heat) -> None:
+    member = {"type": "OS::Heat::Value", "properties": {"valeu": 1}}
+    group = {
+        "type": "OS::Heat::AutoScalingGroup",
+        "properties": {"min_size": 1, "max_size": 2, "resource": member},
+    }
+    text = await heat.refusal(top(group))
+    assert (
+        "resources.web.properties.resource.properties.valeu: unknown property for type OS::Heat::Value"
+        in text
+    )
+    member = {"type": "OS::Heat::Valu"}
+    group = {
+        "type": "OS::Heat::AutoScalingGroup",
+        "properties": {"min_size": 0, "max_size": 2, "resource": member},
+    }
+    assert "resources.web.properties.resource.type" in await heat.refusal(top(group))
+    member = {"type": "OS::Heat::Value", "properties": {"value": 1}}
+    group = {
+        "type": "OS::Heat::AutoScalingGroup",
+        "properties": {"min_size": 1, "max_size": 2, "resource": member},
+    }
     assert "Parameters" in await heat.run(heat.hc.stacks.validate, template=top(group))
 
 

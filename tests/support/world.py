@@ -5,7 +5,8 @@ ground truth scenarios compare with the template. `thing_type(world)` makes
 a resource type `Test::Thing` bound to one world:
 - `value` (string): updated in place; `size` (integer): forces replacement;
 - `ref` (any): lets templates pass get_resource/get_attr results along;
-- `fail` (boolean): the action fails permanently.
+- `fail` (boolean): the action fails permanently;
+`World.refusing`, while set, fails every create (the cloud out of capacity).
 Creation is idempotent on the job's idempotency key, as real APIs are. It takes
 snapshots (its real properties, recorded in `World.snapshots`) and is made
 again from one with the snapshot's `value`.
@@ -47,6 +48,7 @@ class World:
     deleted: int = 0
     suspended: set[str] = field(default_factory=set)
     broken: set[str] = field(default_factory=set)  # physical ids observed in an error state
+    refusing: str | None = None  # while set, every create fails with this reason
     observed: int = 0  # calls of `observe`
     looks: Counter[str] = field(default_factory=Counter)  # calls of `observe`, by physical id
     # (action, resource name) of every suspend and resume, in the order they ran
@@ -91,6 +93,8 @@ def thing_type(world: World) -> type[ResourceType]:
             assert isinstance(props, ThingProperties)
             if props.fail:
                 raise PermanentError(f"{ctx.resource_name} was told to fail")
+            if world.refusing is not None:
+                raise PermanentError(f"{ctx.resource_name}: {world.refusing}")
             existing = world.by_key.get(ctx.idempotency_key)
             if existing is not None and existing in world.live:
                 return ActionResult(existing, attributes=_attributes(world.live[existing]))

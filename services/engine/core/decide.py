@@ -47,9 +47,15 @@ def decide_forward(
     properties: Mapping[str, Any],
     external_id: str | None,
     nested: bool = False,
+    replaced_on_update: bool = False,
+    goal_template_id: TemplateId | None = None,
 ) -> ForwardDecision:
     """`schema` None: a template resource (every property applies in place);
-    `nested`: the resource is a child stack (see `_decide_nested`)."""
+    `nested`: the resource is a child stack (see `_decide_nested`);
+    `replaced_on_update`: the type is replaced by every operation that brings a new
+    template (`goal_template_id`, None for one not stored yet) to a row made or last
+    checked under another, whatever changed; a check of the same operation
+    delivered again leaves the replacement alone."""
     if not row.exists:
         if external_id is not None:
             return ForwardDecision(Forward.ADOPT, f"adopting external id {external_id}")
@@ -58,6 +64,8 @@ def decide_forward(
         return ForwardDecision(Forward.ADOPT, f"adopting {row.physical_id}")
     if row.type != type_name:
         return ForwardDecision(Forward.REPLACE, f"type changed from {row.type} to {type_name}")
+    if replaced_on_update and row.template_id != goal_template_id:
+        return ForwardDecision(Forward.REPLACE, f"{type_name} is replaced on every update")
     if nested:
         return _decide_nested(row, schema, properties)
     if row.status is Status.FAILED and row.action in (Action.CREATE, Action.INIT):

@@ -4,7 +4,9 @@ Where it sits: `goals.validate_goal` hands the stack it validated to
 `nested_errors`, which builds the child of each nested resource as far as the
 template says it statically — a template resource's file (its properties as
 parameters), an `OS::Heat::Stack`'s inline `template` and `parameters`, a
-ResourceGroup's `resource_def` as its first member (as Heat validates a group)
+ResourceGroup's `resource_def` (an AutoScalingGroup's `resource`) as its first
+member (as Heat validates a group), a ResourceChain's members with their
+`resource_properties`
 — with the environment the child would get (`core.nesting.child_environment`),
 then the children's children, down to `max_nested_depth`. Parameter values
 that depend on other resources are not known yet and are not required.
@@ -12,7 +14,9 @@ that depend on other resources are not known yet and are not required.
 Each error names the path into the child: a template resource's as Heat does,
 `resources.web<web.yaml>.resources.x...`; an inline template's under the
 property, `resources.st.properties.template.resources.x...`; a group member's
-under its definition, `resources.group.properties.resource_def.properties.x`.
+under its definition, `resources.group.properties.resource_def.properties.x`
+(`resources.asg.properties.resource.properties.x`); a chain member's under its
+entry, `resources.chain.properties.resources[1]...`.
 The whole walk is charged to the request's evaluation budget: each child
 costs its template's size and resource count besides what building it
 costs, and a child met again with the same template, known parameters and
@@ -27,8 +31,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.nesting import (
+    CHAIN_TYPE,
     GROUP_TEMPLATE_VERSION,
     GROUP_TYPE,
+    SCALING_TYPE,
     STACK_TYPE,
     child_environment,
     member_snippet,
@@ -181,13 +187,50 @@ def _child(
             return None  # not a valid definition: its property check said why
         template = {"heat_template_version": GROUP_TEMPLATE_VERSION, "resources": {"0": snippet}}
         return template, {}, lambda path: _member_path(base, path)
+    if type_name == SCALING_TYPE:
+        definition = items.get("resource")
+        if not isinstance(definition, dict) or not _static(definition):
+            return None
+        snippet = member_snippet(definition, "\x00", "0")
+        if snippet is None:
+            return None  # not a valid definition: its property check said why
+        template = {"heat_template_version": GROUP_TEMPLATE_VERSION, "resources": {"0": snippet}}
+        return template, {}, lambda path: _member_path(base, path, "resource")
+    if type_name == CHAIN_TYPE:
+        return _chain(base, items)
     return None
 
 
-def _member_path(base: str, path: str) -> str:
+def _chain(base: str, items: Mapping[str, Any]) -> _Child | None:
+    """A chain's members (the types known now, with `resource_properties`), each error
+    named under its entry of `resources`."""
+    types, props = items.get("resources"), items.get("resource_properties")
+    if not isinstance(types, list) or not types or (props is not None and not _static(props)):
+        return None
+    if not isinstance(props, dict | None):
+        return None  # not a map: its property check said why
+    resources: dict[str, Any] = {}
+    for index, type_name in enumerate(types):
+        if isinstance(type_name, str) and type_name.strip():
+            resources[str(index)] = {"type": type_name, **({"properties": props} if props else {})}
+    if not resources:
+        return None
+    template = {"heat_template_version": GROUP_TEMPLATE_VERSION, "resources": resources}
+    return template, {}, lambda path: _chain_path(base, path)
+
+
+def _chain_path(base: str, path: str) -> str:
+    head, dot, rest = path.partition(".")
+    index, sep, tail = rest.partition(".")
+    if head == "resources" and dot and index.isdigit():
+        return f"{base}.properties.resources[{index}]{sep}{tail}"
+    return f"{base}<nested_stack>.{path}" if path else base
+
+
+def _member_path(base: str, path: str, definition: str = "resource_def") -> str:
     member = "resources.0"
     if path == member or path.startswith((member + ".", member + "<", member + "[")):
-        return f"{base}.properties.resource_def{path[len(member) :]}"
+        return f"{base}.properties.{definition}{path[len(member) :]}"
     return f"{base}<nested_stack>.{path}" if path else base
 
 

@@ -38,6 +38,9 @@ unused index and the desired_capacity its size came from (`ScalingState`)
 are an output of its child template, so they come back with the group's
 attributes and the next goal starts from them; its `rolling_updates` orders
 the members of an update as a ResourceGroup's `rolling_update` does.
+
+An OS::Heat::ResourceChain's child is one member per listed type
+(`core.chains`); its attributes are a group's.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from services.engine.core.chains import CHAIN_TYPE as CHAIN_TYPE
+from services.engine.core.chains import chain_attributes, chain_template, check_chain
 from services.engine.core.scaling import plan_members, size_after_update
 from services.engine.template import (
     DEFAULT_LIMITS,
@@ -70,6 +75,7 @@ from shared.errors import InvalidInput
 from shared.plugins.builtin.nested import (
     AutoScalingGroup,
     AutoScalingGroupProperties,
+    ChainProperties,
     GroupProperties,
     GroupUpdatePolicy,
     ResourceDefinition,
@@ -81,7 +87,9 @@ from shared.plugins.builtin.nested import NestedStack as _NestedStack
 STACK_TYPE = _NestedStack.type_name
 GROUP_TYPE = ResourceGroup.type_name
 SCALING_TYPE = AutoScalingGroup.type_name
-NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE})
+NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE})
+#: Types whose attributes come from their members (a child stack's resources).
+MEMBER_TYPES = frozenset({GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE})
 #: Outputs of an AutoScalingGroup's child template keeping its state (see `ScalingState`).
 SCALING_STATE_OUTPUT = "converge_scaling_state"
 #: A scaling policy's cooldown record (`core.scaling.Cooldown`), on its row's attributes.
@@ -93,7 +101,7 @@ GROUP_TEMPLATE_VERSION = "2016-10-14"
 _NAME_LIMIT = 200  # child stack names stay well under the API's limits
 _NO_DEFINITION = ResourceDefinition(type="OS::Heat::None")  # a group whose definition is not known yet
 _NO_INDEX_VAR = "\x00no index\x00"  # an AutoScalingGroup's members are copies: nothing is replaced
-M = TypeVar("M", StackProperties, GroupProperties, AutoScalingGroupProperties)
+M = TypeVar("M", StackProperties, GroupProperties, AutoScalingGroupProperties, ChainProperties)
 
 
 def is_nested(type_name: str) -> bool:
@@ -283,6 +291,13 @@ def child_goal(
     if type_name == SCALING_TYPE:
         scaled = _validated(AutoScalingGroupProperties, props, type_name)
         template = scaling_template(scaled, scaling, failed, limits, budget or Budget(limits), creating)
+        return ChildGoal(template, env, {}, dict(files), timeout_mins)
+    if type_name == CHAIN_TYPE:
+        chain = _validated(ChainProperties, props, type_name)
+        problem = check_chain(chain, limits)
+        if problem is not None:
+            raise NestedInvalid(f"{type_name} property {problem}")
+        template = chain_template(chain, budget or Budget(limits), GROUP_TEMPLATE_VERSION)
         return ChildGoal(template, env, {}, dict(files), timeout_mins)
     if is_template_reference(type_name):
         content = files.get(type_name)
@@ -526,8 +541,9 @@ def scaling_template(
     """An AutoScalingGroup's child template: the members its size gives (the size it
     had, unless desired_capacity changed; see `scaling.size_after_update`), survivors
     keeping their names, new members named after every name used before, failed and
-    then the oldest members removed first. When the child is updated, its members
-    are replaced in `rolling_updates` batches. Its state is an output."""
+    then the oldest members removed first. When the child is updated, its existing
+    members are updated in `rolling_updates` batches and new ones are created at once.
+    Its state is an output."""
     size = size_after_update(
         state.size if state is not None else None,
         old_desired=state.desired if state is not None else None,
@@ -550,7 +566,10 @@ def scaling_template(
     )
     kept = ScalingState(plan.members, plan.next_index, desired, size, state.cooldown if state else None)
     rolling = {"rolling_update": group.rolling_updates.model_dump()}
-    order, _ = batches(rolling, plan.members, creating=creating)
+    # Only members that exist are updated in batches; new ones are created at once (as Heat's
+    # resize), not one batch after another behind members that may still be settling.
+    existing = [m for m in plan.members if m not in set(plan.added)]
+    order, _ = batches(rolling, existing, creating=creating)
     template = group_template(sized, GroupPlan(plan.members, ()), budget, order)
     template["outputs"] = {SCALING_STATE_OUTPUT: {"value": kept.as_dict()}}
     return template
@@ -645,6 +664,8 @@ def child_attributes(
     values = output_values(outputs)
     if type_name == SCALING_TYPE:
         return scaling_attributes(members, ScalingState.read(values.get(SCALING_STATE_OUTPUT)))
+    if type_name == CHAIN_TYPE:
+        return chain_attributes(group_attributes(members, []))
     if type_name == GROUP_TYPE:
         removed = values.get("removed_rsrc_list")
         return group_attributes(members, [str(r) for r in removed] if isinstance(removed, list) else [])

@@ -11,7 +11,8 @@ parent's job id is taken off the child row as it is answered, so each job is
 answered once; a job the parent no longer waits for is not answered at all.
 The end of a SNAPSHOT action also ends its snapshot here (`snapshotting`).
 An AutoScalingGroup's child update begun by a scaling signal answers no job:
-its end gives the group its new attributes (`_rescaled`).
+its end gives the group its new attributes (`_rescaled`), or, when it failed,
+makes the group UPDATE_FAILED with the child's reason.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.core.nesting import (
-    GROUP_TYPE,
+    MEMBER_TYPES,
     SCALING_TYPE,
     Member,
     child_attributes,
@@ -77,7 +78,7 @@ class Answers:
             return  # a top-level stack: nobody to answer
         job_id = await tx.take_owner_job(stack.stack_id)
         if job_id is None:  # answered already, or started directly (not by a parent job)
-            await self._rescaled(tx, stack, status, fx, definition)
+            await self._rescaled(tx, stack, status, reason, fx, definition)
             return
         row = await tx.resource(stack.owner_resource_id)
         if row is None or row.current_job != job_id or row.traversal_id is None:
@@ -118,27 +119,51 @@ class Answers:
         )
 
     async def _rescaled(
-        self, tx: Tx, stack: StackRow, status: Status, fx: Effects, definition: StackDefinition | None
+        self,
+        tx: Tx,
+        stack: StackRow,
+        status: Status,
+        reason: str,
+        fx: Effects,
+        definition: StackDefinition | None,
     ) -> None:
         """An AutoScalingGroup's child ended an update a scaling signal began: the group
         takes its new attributes (current_size, refs, ...), unless a newer signal has
         decided another size since (its own update will end later and refresh them) or
         the group's row changed meanwhile (its operation takes them)."""
-        if status is not Status.COMPLETE or stack.action is not Action.UPDATE:
+        if status not in (Status.COMPLETE, Status.FAILED) or stack.action is not Action.UPDATE:
             return
         assert stack.owner_resource_id is not None
         row = await tx.resource(stack.owner_resource_id)
         if row is None or row.type != SCALING_TYPE or row.current_job is not None:
             return
+        if status is Status.FAILED:
+            await self._rescale_failed(tx, row, reason, fx)
+            return
         attributes = await self._attributes(tx, stack, row.type, definition)
         decided, reached = scaling_state(row.attributes), scaling_state(attributes)
         if decided is not None and reached is not None and decided.size != reached.size:
             return
-        if not await tx.update_resource(row, attributes=attributes):
+        repaired = {}
+        if row.status is Status.FAILED:  # a failed resize before; this one worked
+            repaired = {"action": Action.UPDATE, "status": Status.COMPLETE, "status_reason": "state changed"}
+        if not await tx.update_resource(row, attributes=attributes, **repaired):
             log.info("scaled_attributes_skipped", resource=row.name)
             return
         size = attributes.get("current_size")
         fx.event(row.stack_id, row.name, row.physical_id, row.type, "SCALE", "COMPLETE", f"size {size}")
+
+    async def _rescale_failed(self, tx: Tx, row: ResourceRow, why: str, fx: Effects) -> None:
+        """A resize's child update failed: the group is UPDATE_FAILED with the child's reason
+        (as Heat's), keeping the attributes of its last good size, so the stack shows it and
+        the next stack update repairs the child (a failed nested resource is updated)."""
+        reason = f"Resource UPDATE failed: {why or 'the nested stack failed'}"
+        failed = {"action": Action.UPDATE, "status": Status.FAILED, "status_reason": reason}
+        if not await tx.update_resource(row, **failed):
+            log.info("scale_failure_skipped", resource=row.name)
+            return
+        log.info("scale_failed", resource=row.name, reason=reason)
+        fx.event(row.stack_id, row.name, row.physical_id, row.type, "SCALE", "FAILED", reason)
 
     async def _attributes(
         self, tx: Tx, child: StackRow, owner_type: str, definition: StackDefinition | None
@@ -155,7 +180,7 @@ class Answers:
                 data[name] = reference_data(r, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
-            if owner_type in (GROUP_TYPE, SCALING_TYPE)
+            if owner_type in MEMBER_TYPES
             else []
         )
         return child_attributes(

@@ -443,6 +443,13 @@ class Tx(
         )
         return sorted((_resource(r) for r in rows), key=lambda row: row.resource_id)
 
+    async def lock_resources(self, stack_id: StackId) -> None:
+        """Lock every row of the stack (in id order), changing nothing: to take the locks a
+        later step needs before others, in the order the rest of the engine takes them."""
+        await self._c.execute(
+            "SELECT resource_id FROM resources WHERE stack_id = $1 ORDER BY resource_id FOR UPDATE", stack_id
+        )
+
     async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
         if not lock and self._reads is not None and resource_id in self._reads.resources:
             return self._reads.resources[resource_id]

@@ -5,6 +5,7 @@ One module per family:
 - `placeholders`: OS::Heat::None and OS::Heat::Value;
 - `random_string`: OS::Heat::RandomString;
 - `wait_condition`: OS::Heat::WaitConditionHandle and OS::Heat::WaitCondition;
+- `delay`: OS::Heat::Delay (a pause watched by the observer);
 - `http_resource`: Converge::HTTP::Resource (any REST API);
 - `common`: physical names, keyed randomness, pending-action markers.
 """

@@ -1,4 +1,5 @@
-"""OS::Heat::Stack and OS::Heat::ResourceGroup: types whose resource is a child stack.
+"""OS::Heat::Stack, ResourceGroup, AutoScalingGroup and ResourceChain: types whose resource
+is a child stack.
 
 Where they sit: declared here, like any type, so templates using them validate
 (property schemas, attributes) and `resource_type show` describes them; but
@@ -244,3 +245,47 @@ class AutoScalingGroup(EngineRun):
         "outputs_list": "Map",
     }
     support_version = "2014.1"
+
+
+class ChainProperties(Properties):
+    resources: list[str] = prop(
+        description="The types of the chain's members, in order (one member per entry; a type "
+        "the resource registry maps is resolved in the chain's child stack).",
+    )
+    concurrent: bool = prop(
+        False,
+        description="Create the members at once; when false, each member depends on the one before it.",
+    )
+    resource_properties: dict[str, Any] | None = prop(
+        None, description="The properties given to every member."
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        for index, name in enumerate(value):
+            if not name.strip():
+                raise PydanticCustomError(
+                    "chain_type", "entry {index} is an empty resource type", {"index": index}
+                )
+        return value
+
+
+class ResourceChain(EngineRun):
+    type_name = "OS::Heat::ResourceChain"
+    description = (
+        "Members of the listed types in a nested stack, all given resource_properties; each depends "
+        "on the one before it unless concurrent."
+    )
+    properties = ChainProperties
+    attributes = NamedAndAnyAttributes(
+        {
+            "refs": "The members' reference ids, in chain order.",
+            "refs_map": "Member name (its index) -> reference id.",
+            "attributes": "attributes.<name>: member name -> that member's attribute <name>.",
+            "resource.<n>": "Member <n>'s reference id; resource.<n>.<name> is one of its attributes.",
+        },
+        "The list of that attribute of every member, in chain order.",
+    )
+    attribute_types = {"refs": "List", "refs_map": "Map", "attributes": "Map"}
+    support_version = "6.0.0"

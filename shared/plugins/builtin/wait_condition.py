@@ -1,4 +1,5 @@
-"""OS::Heat::WaitConditionHandle and OS::Heat::WaitCondition: waiting for signals.
+"""OS::Heat::WaitConditionHandle, UpdateWaitConditionHandle and WaitCondition: waiting for
+signals. (An UpdateWaitConditionHandle is a handle that every stack update replaces.)
 
 Where they sit: a server (or anything) signals the handle by POSTing JSON
 to the handle's `endpoint` on Converge's API; the condition completes once
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote
 
 from shared.errors import InvalidInput, PermanentError
@@ -43,6 +44,7 @@ from shared.plugins.base import (
     ObservedState,
     Outcome,
     Properties,
+    ReplacementNeeded,
     ResourceType,
     UpdateRule,
     prop,
@@ -93,7 +95,7 @@ def curl_cli(endpoint: str, token: str) -> str:
 class WaitConditionHandle(ResourceType):
     type_name = "OS::Heat::WaitConditionHandle"
     description = "Receives signals (e.g. from a server) for an OS::Heat::WaitCondition."
-    properties = HandleProperties
+    properties: ClassVar[type[Properties]] = HandleProperties
     attributes = {
         "token": "Token for signalling the handle when signal_transport is TOKEN_SIGNAL.",
         "endpoint": "URL for signalling the handle (POST JSON).",
@@ -130,6 +132,34 @@ class WaitConditionHandle(ResourceType):
         (its `id` is None when the sender gave none: the engine numbers it)."""
         received = normalise_signal(data, number=None)
         return ActionResult(physical_id, attributes={"signal_received": received.as_dict()})
+
+
+class UpdateWaitConditionHandle(WaitConditionHandle):
+    """A handle replaced by every stack update (`replaced_on_update`): a new id, token and
+    endpoint, with no signals, so a condition waiting on it (its `handle` changed) is
+    replaced too and waits for fresh signals. Signalled as a TOKEN_SIGNAL handle."""
+
+    type_name = "OS::Heat::UpdateWaitConditionHandle"
+    description = (
+        "A wait condition handle that every stack update replaces (new id, token and endpoint, "
+        "signals cleared), so its senders must signal again after each update."
+    )
+    properties = Properties
+    support_version = "2014.1"
+    replaced_on_update = True
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        return await super().create(ctx, HandleProperties())
+
+    async def update(
+        self, ctx: ActionContext, physical_id: str, old: Properties, new: Properties
+    ) -> ActionResult:
+        raise ReplacementNeeded(f"{ctx.resource_name}: {self.type_name} is replaced on every update")
+
+    async def signal(
+        self, ctx: ActionContext, physical_id: str, props: Properties, data: Mapping[str, Any]
+    ) -> ActionResult:
+        return await super().signal(ctx, physical_id, HandleProperties(), data)
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,25 @@ def test_a_failed_stack_check_names_every_resource_that_failed() -> None:
         "Resource CHECK failed: net: the resource is in an error state; r0: the resource"
     )
     assert reason.endswith("; and 3 more")
+
+
+def test_a_type_replaced_on_update_is_replaced_once_by_each_new_template() -> None:
+    old, new = TemplateId(uuid.uuid4()), TemplateId(uuid.uuid4())
+    props = {"name": "a", "image": "x"}
+
+    def renew(r: ResourceRow, goal: TemplateId | None) -> Forward:
+        return decide_forward(
+            r,
+            type_name="T",
+            schema=Props,
+            properties=props,
+            external_id=None,
+            replaced_on_update=True,
+            goal_template_id=goal,
+        ).kind
+
+    assert renew(row(template_id=old), new) is Forward.REPLACE, "unchanged, yet a new operation"
+    assert renew(row(template_id=new), new) is Forward.NOTHING, "its own operation's check, again"
+    assert renew(row(template_id=old), None) is Forward.REPLACE, "a preview of an update"
+    assert renew(row(None, template_id=new), new) is Forward.CREATE
+    assert decide(row(template_id=old), props) is Forward.NOTHING, "other types are left alone"

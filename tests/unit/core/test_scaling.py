@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from services.engine.core.nesting import ScalingState, scaling_template
 from services.engine.core.scaling import (
     Cooldown,
     Group,
@@ -21,6 +22,8 @@ from services.engine.core.scaling import (
     plan_members,
     size_after_update,
 )
+from services.engine.template import DEFAULT_LIMITS, Budget
+from shared.plugins.builtin.nested import AutoScalingGroupProperties
 
 
 def test_change_and_exact_capacity_stay_within_min_and_max() -> None:
@@ -171,3 +174,13 @@ def test_signals_without_cooldown_add_up() -> None:
         assert step.size is not None
         group = Group("asg", step.size, 0, 100)
     assert group.size == 12
+
+
+def test_growing_creates_new_members_at_once_while_existing_ones_update_in_batches() -> None:
+    group = AutoScalingGroupProperties.model_validate(
+        {"min_size": 1, "max_size": 9, "desired_capacity": 6, "resource": {"type": "T"}}
+    )
+    state = ScalingState(("0", "1", "2"), 3, 3, 3)
+    template = scaling_template(group, state, (), DEFAULT_LIMITS, Budget(DEFAULT_LIMITS), False)
+    depends = {name: r.get("depends_on") for name, r in template["resources"].items()}
+    assert depends == {"0": None, "1": ["0"], "2": ["1"], "3": None, "4": None, "5": None}
