@@ -520,7 +520,9 @@ class Convergence:
             )
             fx.emit(ENGINE_QUEUE, nested)
         elif is_config_type(type_name):  # the engine stores the config, in this transaction
-            fx.emit(ENGINE_QUEUE, await run_config_job(tx, job, self._types, max_bytes=self._config_bytes))
+            result = await run_config_job(tx, job, self._types, max_bytes=self._config_bytes)
+            if result is not None:  # None: a deployment waits for its server's signal
+                fx.emit(ENGINE_QUEUE, result)
         else:
             fx.emit(JOBS_QUEUE, job)
 

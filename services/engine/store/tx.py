@@ -33,6 +33,7 @@ from services.engine.store.parity import ParityStatements
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.software_configs import SoftwareConfigStatements
+from services.engine.store.software_deployments import SoftwareDeploymentStatements
 from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -138,6 +139,7 @@ class Tx(
     ParityStatements,
     SnapshotStatements,
     SoftwareConfigStatements,
+    SoftwareDeploymentStatements,
 ):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c = conn
