@@ -487,6 +487,13 @@ class SandboxBehaviour(CommonSettings):
         "keys), so a restarted sandbox is the same cloud. Unset = in memory for converge-sandbox, "
         "<data_dir>/sandbox.sqlite3 for converge up.",
     )
+    sandbox_agent_poll_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=3600,
+        description="Seconds between two polls of a sandbox server's agent for its software "
+        "deployments (as os-collect-config's polling interval); one second keeps demos lively.",
+    )
 
     @field_validator("sandbox_state", mode="before")
     @classmethod

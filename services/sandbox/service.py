@@ -24,12 +24,14 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from services.sandbox.agent import Agent, Agents
 from services.sandbox.model import Change, Cloud, Created
 from services.sandbox.notify import Notifier, NotifierMetrics
 from services.sandbox.records import resource_record
 from services.sandbox.specs import Kind
 from services.sandbox.state import StateFile, StateWrite
 from shared.bus import Bus
+from shared.errors import InvalidInput
 from shared.notifications import NotificationEvent
 from shared.settings import SandboxBehaviour
 from shared.tasks import Supervisor
@@ -77,7 +79,9 @@ class SandboxService:
         metrics: SandboxMetrics,
         clock: Callable[[], float] = time.time,
         state: StateFile | None = None,
+        agents: Agents | None = None,
     ) -> None:
+        self.agents = agents or Agents(poll_seconds=1.0)
         self._cloud = cloud
         self._notifier = notifier
         self.metrics = metrics
@@ -107,11 +111,12 @@ class SandboxService:
         if changes:
             self.metrics.updates.labels(kind.value).inc()
         self._record(changes)
-        return view
+        return self._with_agent(view)
 
     def delete(self, kind: Kind, resource_id: str) -> None:
         now = self._tick()
         changes = self._cloud.delete(kind, resource_id, now=now)
+        self.agents.forget(resource_id)
         self.metrics.deletes.labels(kind.value).inc()
         self._record(changes)
 
@@ -124,7 +129,33 @@ class SandboxService:
 
     def get(self, kind: Kind, resource_id: str) -> dict[str, Any]:
         self._tick()
-        return self._cloud.get(kind, resource_id)
+        return self._with_agent(self._cloud.get(kind, resource_id))
+
+    def set_agent(self, resource_id: str, body: Any) -> dict[str, Any]:
+        """Give a server its configuration agent (`agent.py`): body {"api": <Converge's API
+        base for the server's project>, "token": <the server's agent token>}."""
+        self._tick()
+        self._cloud.get(Kind.SERVER, resource_id)  # NotFound unless it is a server
+        if not isinstance(body, dict):
+            raise InvalidInput("an agent is a JSON object with api and token")
+        api, token = body.get("api"), body.get("token")
+        if not isinstance(api, str) or not api.startswith(("http://", "https://")) or len(api) > 2048:
+            raise InvalidInput("must be an http(s) URL of at most 2048 characters", path="api")
+        if not isinstance(token, str) or not 1 <= len(token) <= 255:
+            raise InvalidInput("must be a string of 1 to 255 characters", path="token")
+        try:
+            self.agents.set(resource_id, Agent(api.rstrip("/"), token))
+        except ValueError as exc:
+            raise InvalidInput(str(exc), path="api") from exc
+        return self.get(Kind.SERVER, resource_id)
+
+    def _with_agent(self, view: dict[str, Any]) -> dict[str, Any]:
+        agent = self.agents.get(str(view.get("id"))) if view.get("kind") == Kind.SERVER.value else None
+        return view if agent is None else {**view, "agent_token": agent.token}
+
+    def _active(self, resource_id: str) -> bool:
+        res = self._cloud.resource(resource_id)
+        return res is not None and res.status.value == "ACTIVE"
 
     def list_kind(self, kind: Kind) -> list[dict[str, Any]]:
         self._tick()
@@ -196,6 +227,7 @@ class SandboxService:
 
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn("sandbox-timers", self.run_timers())
+        supervisor.spawn("sandbox-agents", self.agents.run(self._active))
         if self._notifier.enabled:
             supervisor.spawn("sandbox-notifications", self._notifier.run())
 
@@ -230,4 +262,7 @@ def build_sandbox(
         log.info("sandbox_restored", state=str(state), resources=len(saved.resources), created=cloud.created)
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
     metrics = SandboxMetrics(registry)
-    return SandboxService(cloud=cloud, notifier=notifier, metrics=metrics, clock=clock, state=state_file)
+    agents = Agents(poll_seconds=settings.sandbox_agent_poll_seconds)
+    return SandboxService(
+        cloud=cloud, notifier=notifier, metrics=metrics, clock=clock, state=state_file, agents=agents
+    )

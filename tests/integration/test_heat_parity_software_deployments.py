@@ -171,7 +171,8 @@ async def test_a_config_update_re_deploys_and_the_agent_may_answer_through_put(h
     assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
     assert outputs(stack)["stdout"] == "two\n"
     assert outputs(stack)["result"] == "2"
-    assert [i["id"] for i in await heat.metadata("server-1")] == [second["id"]], "the old derived config is gone"
+    left = [i["id"] for i in await heat.metadata("server-1")]
+    assert left == [second["id"]], "the old derived config is gone"
 
 
 async def test_no_signal_completes_at_once(heat: Heat) -> None:
@@ -208,7 +209,8 @@ async def test_the_deployments_api_creates_shows_updates_and_deletes_as_heat(hea
     status, answer = await heat.call(
         "POST", "/v1/p1/software_deployments", body={"config_id": "not-a-uuid", "server_id": "s"}
     )
-    assert status == 400 and "config_id" in answer["error"]["message"], answer
+    assert status == 400
+    assert "config_id" in answer["error"]["message"], answer
     status, _ = await heat.call("GET", f"/v1/p2/software_deployments/{made.id}", token="t2")
     assert status == 404
     status, _ = await heat.call("GET", "/v1/p1/software_deployments/metadata/server-9", token="f" * 48)
