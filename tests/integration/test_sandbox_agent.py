@@ -1,0 +1,138 @@
+"""The sandbox's configuration agent, end to end: `converge up` creates a Sandbox::Server
+and deploys a software config to it; the server's agent (services/sandbox/agent.py) polls
+its deployment metadata through Converge's API with its own token, "runs" the script by
+its `#sandbox:` lines and signals the result, which completes the deployment with its
+outputs; a config update is re-deployed; a failing script fails the deployment with its
+stderr; NO_SIGNAL completes without waiting for the agent.
+Real: the `converge` executable (engine, worker, observer, in-process sandbox), PostgreSQL,
+HTTP, python-heatclient."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bus_fixtures import eventually
+from tests.support.sandbox import RunningUp, start_up
+
+pytestmark = pytest.mark.integration
+
+GREETER = """#!/bin/sh
+echo "hello $who"
+#sandbox: stdout hello ${who}
+#sandbox: output greeting=hi ${who}
+#sandbox: seconds 0.3
+"""
+BROKEN = """#!/bin/sh
+#sandbox: stderr apt-get: no such package: nginx
+#sandbox: exit 100
+"""
+
+
+def template(script: str, transport: str = "HEAT_SIGNAL") -> dict[str, Any]:
+    return {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "server": {"type": "Sandbox::Server", "properties": {"image": "cirros"}},
+            "config": {
+                "type": "OS::Heat::SoftwareConfig",
+                "properties": {
+                    "group": "script",
+                    "config": script,
+                    "inputs": [{"name": "who"}],
+                    "outputs": [{"name": "greeting"}],
+                },
+            },
+            "deploy": {
+                "type": "OS::Heat::SoftwareDeployment",
+                "properties": {
+                    "config": {"get_resource": "config"},
+                    "server": {"get_resource": "server"},
+                    "input_values": {"who": "alice"},
+                    "signal_transport": transport,
+                },
+            },
+        },
+        "outputs": {
+            "stdout": {"value": {"get_attr": ["deploy", "deploy_stdout"]}},
+            "stderr": {"value": {"get_attr": ["deploy", "deploy_stderr"]}},
+            "code": {"value": {"get_attr": ["deploy", "deploy_status_code"]}},
+            "greeting": {"value": {"get_attr": ["deploy", "greeting"]}},
+        },
+    }
+
+
+@dataclass
+class Up:
+    running: RunningUp
+    hc: Any  # heatclient, project demo
+
+    async def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def settled(self, stack_id: str, wanted: str) -> Any:
+        async def done() -> bool:
+            stack = await self.run(self.hc.stacks.get, stack_id)
+            return not stack.stack_status.endswith("IN_PROGRESS")
+
+        await eventually(done, timeout=90, every=0.2)
+        stack = await self.run(self.hc.stacks.get, stack_id)
+        assert stack.stack_status == wanted, stack.stack_status_reason
+        return stack
+
+    async def outputs(self, stack_id: str) -> dict[str, Any]:
+        stack = await self.run(self.hc.stacks.get, stack_id)
+        return {o["output_key"]: o["output_value"] for o in stack.outputs}
+
+    async def create(self, name: str, body: dict[str, Any]) -> str:
+        made = await self.run(self.hc.stacks.create, stack_name=name, template=body)
+        return str(made["stack"]["id"])
+
+
+@pytest.fixture
+async def up(tmp_path: Path, database_url: str) -> AsyncIterator[Up]:
+    from heatclient import client as heatclient
+
+    running = await start_up(tmp_path, database_url, env={"CONVERGE_SANDBOX_AGENT_POLL_SECONDS": "0.2"})
+    try:
+        hc = heatclient.Client("1", endpoint=f"{running.base}/v1/demo", token=running.token)
+        yield Up(running, hc)
+    finally:
+        await running.process.stop()
+
+
+async def test_the_agent_deploys_a_config_to_a_sandbox_server_and_re_deploys_its_update(up: Up) -> None:
+    stack_id = await up.create("web", template(GREETER))
+    await up.settled(stack_id, "CREATE_COMPLETE")
+    assert await up.outputs(stack_id) == {
+        "stdout": "hello alice\n",
+        "stderr": "",
+        "code": 0,
+        "greeting": "hi alice",
+    }
+    server = (await up.run(up.hc.resources.get, stack_id, "server")).physical_resource_id
+    [deployment] = await up.run(lambda: list(up.hc.software_deployments.list(server_id=server)))
+    assert (deployment.status, deployment.action) == ("COMPLETE", "CREATE")
+
+    await up.run(up.hc.stacks.update, stack_id, template=template(GREETER.replace("hello", "welcome")))
+    await up.settled(stack_id, "UPDATE_COMPLETE")
+    assert (await up.outputs(stack_id))["stdout"] == "welcome alice\n"
+    again = await up.run(up.hc.software_deployments.get, deployment.id)
+    assert (again.status, again.action) == ("COMPLETE", "UPDATE")
+    assert again.config_id != deployment.config_id
+
+
+async def test_a_failing_script_fails_its_deployment_and_no_signal_does_not_wait(up: Up) -> None:
+    broken = await up.create("broken", template(BROKEN))
+    quick = await up.create("quick", template(BROKEN, transport="NO_SIGNAL"))
+    await up.settled(broken, "CREATE_FAILED")
+    deploy = await up.run(up.hc.resources.get, broken, "deploy")
+    assert "non-zero status code: 100" in deploy.resource_status_reason
+    assert "apt-get: no such package: nginx" in deploy.resource_status_reason
+    await up.settled(quick, "CREATE_COMPLETE")
+    assert (await up.outputs(quick))["code"] is None, "nobody waited for the agent's outcome"
