@@ -203,7 +203,11 @@ async def test_the_deployments_api_creates_shows_updates_and_deletes_as_heat(hea
         heat.hc.software_deployments.update, made.id, status="FAILED", status_reason="it broke"
     )
     assert (done.status, done.status_reason) == ("FAILED", "it broke")
+    status, answer = await heat.call("DELETE", f"/v1/p1/software_configs/{config.id}")
+    assert status == 400, "a config a deployment runs is not deleted, as in Heat"
+    assert "can not be deleted as it is referenced" in answer["error"]["message"]
     await heat.run(heat.hc.software_deployments.delete, made.id)
+    await heat.run(heat.hc.software_configs.delete, config.id)
     with pytest.raises(exc.HTTPNotFound):
         await heat.run(heat.hc.software_deployments.get, made.id)
     status, answer = await heat.call(
@@ -215,3 +219,31 @@ async def test_the_deployments_api_creates_shows_updates_and_deletes_as_heat(hea
     assert status == 404
     status, _ = await heat.call("GET", "/v1/p1/software_deployments/metadata/server-9", token="f" * 48)
     assert status == 401, "a token that is no server's agent token reads nothing"
+
+
+async def test_the_openstack_cli_drives_software_deployments(heat: Heat) -> None:
+    config = await heat.cli.json(
+        "software", "config", "create", "greeter", "--group", "script", "--config-file", "/dev/null"
+    )
+    made = await heat.cli.json(
+        "software", "deployment", "create", "greet", "--config", config["id"], "--server", "server-7",
+        "--signal-transport", "NO_SIGNAL", "--input-value", "who=bob",
+    )  # fmt: skip
+    assert (made["server_id"], made["status"]) == ("server-7", "IN_PROGRESS")
+    shown = await heat.cli.json("software", "deployment", "show", made["id"])
+    assert shown["id"] == made["id"]
+    listed = await heat.cli.json("software", "deployment", "list", "--server", "server-7")
+    assert [d["id"] for d in listed] == [made["id"]]
+    metadata = json.loads(await heat.cli.ok("software", "deployment", "metadata", "show", "server-7"))
+    [item] = metadata
+    assert inputs(item)["who"] == "bob"
+    await heat.run(
+        heat.hc.software_deployments.update,
+        made["id"],
+        status="COMPLETE",
+        output_values={"deploy_stdout": "hi bob", "deploy_status_code": 0},
+    )
+    said = await heat.cli.ok("software", "deployment", "output", "show", made["id"], "deploy_stdout")
+    assert "hi bob" in said
+    await heat.cli.ok("software", "deployment", "delete", made["id"])
+    assert await heat.cli.json("software", "deployment", "list") == []
