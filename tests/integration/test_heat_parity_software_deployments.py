@@ -247,3 +247,37 @@ async def test_the_openstack_cli_drives_software_deployments(heat: Heat) -> None
     assert "hi bob" in said
     await heat.cli.ok("software", "deployment", "delete", made["id"])
     assert await heat.cli.json("software", "deployment", "list") == []
+
+
+async def test_a_structured_deployment_substitutes_inputs_and_unknown_transports_are_refused(
+    heat: Heat,
+) -> None:
+    from heatclient import exc
+
+    structured = {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "config": {
+                "type": "OS::Heat::StructuredConfig",
+                "properties": {"group": "ansible", "config": {"hosts": {"get_input": "hosts"}}},
+            },
+            "deploy": {
+                "type": "OS::Heat::StructuredDeployment",
+                "properties": {
+                    "config": {"get_resource": "config"},
+                    "server": "server-2",
+                    "input_values": {"hosts": ["a", "b"]},
+                    "signal_transport": "NO_SIGNAL",
+                },
+            },
+        },
+    }
+    stack_id = await create(heat, "structured", structured)
+    assert (await heat.settled(stack_id)).stack_status == "CREATE_COMPLETE"
+    [item] = await heat.metadata("server-2")
+    assert (item["group"], item["config"]) == ("ansible", {"hosts": ["a", "b"]})
+
+    cfn = deployment_template()
+    cfn["resources"]["deploy"]["properties"]["signal_transport"] = "CFN_SIGNAL"
+    with pytest.raises(exc.HTTPBadRequest, match="signal_transport"):
+        await create(heat, "cfn", cfn)

@@ -3,7 +3,8 @@ and deploys a software config to it; the server's agent (services/sandbox/agent.
 its deployment metadata through Converge's API with its own token, "runs" the script by
 its `#sandbox:` lines and signals the result, which completes the deployment with its
 outputs; a config update is re-deployed; a failing script fails the deployment with its
-stderr; NO_SIGNAL completes without waiting for the agent.
+stderr; NO_SIGNAL completes without waiting for the agent. The first test runs
+examples/configured-server.yaml as examples/README.md shows it.
 Real: the `converge` executable (engine, worker, observer, in-process sandbox), PostgreSQL,
 HTTP, python-heatclient."""
 
@@ -16,18 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import RunningUp, start_up
 
 pytestmark = pytest.mark.integration
 
-GREETER = """#!/bin/sh
-echo "hello $who"
-#sandbox: stdout hello ${who}
-#sandbox: output greeting=hi ${who}
-#sandbox: seconds 0.3
-"""
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BROKEN = """#!/bin/sh
 #sandbox: stderr apt-get: no such package: nginx
 #sandbox: exit 100
@@ -106,25 +103,29 @@ async def up(tmp_path: Path, database_url: str) -> AsyncIterator[Up]:
         await running.process.stop()
 
 
-async def test_the_agent_deploys_a_config_to_a_sandbox_server_and_re_deploys_its_update(up: Up) -> None:
-    stack_id = await up.create("web", template(GREETER))
+async def test_the_agent_deploys_the_example_config_to_a_sandbox_server_and_re_deploys_its_update(
+    up: Up,
+) -> None:
+    example = yaml.safe_load((EXAMPLES / "configured-server.yaml").read_text())
+    made = await up.run(up.hc.stacks.create, stack_name="conf", template=example)
+    stack_id = str(made["stack"]["id"])
     await up.settled(stack_id, "CREATE_COMPLETE")
     assert await up.outputs(stack_id) == {
-        "stdout": "hello alice\n",
-        "stderr": "",
-        "code": 0,
-        "greeting": "hi alice",
+        "stdout": "hello world\n",
+        "greeting": "hello world",
+        "status_code": 0,
     }
     server = (await up.run(up.hc.resources.get, stack_id, "server")).physical_resource_id
     [deployment] = await up.run(lambda: list(up.hc.software_deployments.list(server_id=server)))
     assert (deployment.status, deployment.action) == ("COMPLETE", "CREATE")
 
-    await up.run(up.hc.stacks.update, stack_id, template=template(GREETER.replace("hello", "welcome")))
+    await up.run(up.hc.stacks.update, stack_id, template=example, parameters={"greeting": "welcome"})
     await up.settled(stack_id, "UPDATE_COMPLETE")
-    assert (await up.outputs(stack_id))["stdout"] == "welcome alice\n"
+    assert (await up.outputs(stack_id))["stdout"] == "welcome world\n"
     again = await up.run(up.hc.software_deployments.get, deployment.id)
     assert (again.status, again.action) == ("COMPLETE", "UPDATE")
     assert again.config_id != deployment.config_id
+    assert (await up.run(up.hc.resources.get, stack_id, "server")).physical_resource_id == server
 
 
 async def test_a_failing_script_fails_its_deployment_and_no_signal_does_not_wait(up: Up) -> None:
