@@ -33,11 +33,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from services.engine.core.model import ResourceRow, StackId, Status
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
 from services.engine.effects import Effects
 from services.engine.store.software_deployments import DeploymentRecord
 from services.engine.store.tx import Tx
-from shared.errors import NotFound, PermanentError
+from shared.errors import ConflictError, NotFound, PermanentError
 from shared.plugins import ResourceType
 from shared.plugins.builtin.software_deployment import (
     DEPLOYMENT_TYPES,
@@ -57,6 +57,17 @@ IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
 
 def is_deployment_type(type_name: str) -> bool:
     return type_name in DEPLOYMENT_TYPES
+
+
+#: Stack operations whose check does not wait for a deployment's signal: its new job
+#: preempts the wait (a stack delete or rollback must not hang on a silent server).
+PREEMPTING_ACTIONS = frozenset({Action.DELETE, Action.ROLLBACK})
+
+
+def preempted(stack: StackRow, row: ResourceRow) -> bool:
+    """Whether a check of `stack`'s current operation takes `row` from the deployment job
+    waiting on it (instead of waiting for that job's outcome)."""
+    return row.type in DEPLOYMENT_TYPES and stack.action in PREEMPTING_ACTIONS
 
 
 def deployment_id_of(job_id: str) -> uuid.UUID:
@@ -158,6 +169,7 @@ async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]
         status = IN_PROGRESS if waits else COMPLETE
         reason = "Deploy data available" if waits else "Not waiting for outputs signal"
         if record is None:
+            await _own(tx, job, deployment_id_of(job.job_id))
             record = await tx.insert_software_deployment(
                 deployment_id_of(job.job_id),
                 job.project_id,
@@ -201,6 +213,16 @@ async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
     return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id, attributes=attributes_of(record))
+
+
+async def _own(tx: Tx, job: ResourceJob, deployment_id: uuid.UUID) -> None:
+    """Put the deployment's id on the resource's row now, not when the signal comes: a
+    delete or a timeout before the signal then finds (and deletes) the deployment."""
+    row = await tx.resource(job.resource_id)
+    if row is None or row.current_job != job.job_id or row.physical_id is not None:
+        return
+    if not await tx.update_resource(row, physical_id=str(deployment_id)):
+        raise ConflictError(f"resource {row.name} changed while its deployment was written")
 
 
 async def reap_deployment(tx: Tx, result: JobResult) -> None:

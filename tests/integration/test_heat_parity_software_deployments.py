@@ -281,3 +281,19 @@ async def test_a_structured_deployment_substitutes_inputs_and_unknown_transports
     cfn["resources"]["deploy"]["properties"]["signal_transport"] = "CFN_SIGNAL"
     with pytest.raises(exc.HTTPBadRequest, match="signal_transport"):
         await create(heat, "cfn", cfn)
+
+
+async def test_a_stack_delete_does_not_wait_for_a_silent_server_and_leaves_no_deployment(heat: Heat) -> None:
+    stack_id = await create(heat, "silent", deployment_template())
+    [item] = await heat.waiting("server-1")
+    deploy = await heat.run(heat.hc.resources.get, stack_id, "deploy")
+    assert deploy.physical_resource_id == item["deployment_id"], "the row owns its deployment at once"
+    await heat.run(heat.hc.stacks.delete, stack_id)
+    await heat.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
+    assert await heat.metadata("server-1") == []
+    assert await heat.run(lambda: list(heat.hc.software_deployments.list())) == []
+    status, _ = await heat.call("GET", f"/v1/p1/software_configs/{item['id']}")
+    assert status == 404, "the derived config went with its deployment"
+    late = {"deploy_status_code": 0}
+    status, _ = await heat.call("PUT", f"/v1/p1/software_deployments/{item['deployment_id']}", body=late)
+    assert status == 404
