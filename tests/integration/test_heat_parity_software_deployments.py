@@ -10,7 +10,9 @@ is tested end to end in test_sandbox_agent.py.)
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from services.engine.core.model import StackId
 from tests.support import heat_parity
 from tests.support.bus_fixtures import eventually
 from tests.support.heat_parity import HeatClients
+from tests.support.openstack_cli import BIN
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +40,15 @@ class Heat(HeatClients):
         ):
             text = await r.text()
             return r.status, json.loads(text) if text else None
+
+    async def converge_cli(self, *args: str) -> Any:
+        """`converge ARGS -f json` as project p1: its JSON answer (it must succeed)."""
+        argv = [str(BIN / "converge"), "--url", self.base, "--token", "t1", "--project", "p1", *args]
+        done = await asyncio.to_thread(
+            subprocess.run, argv, capture_output=True, text=True, timeout=90, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
 
     async def metadata(self, server: str) -> list[dict[str, Any]]:
         """What the server's agent finds (heatclient's software_deployments.metadata)."""
@@ -245,6 +257,17 @@ async def test_the_openstack_cli_drives_software_deployments(heat: Heat) -> None
     )
     said = await heat.cli.ok("software", "deployment", "output", "show", made["id"], "deploy_stdout")
     assert "hi bob" in said
+
+    mine = await heat.converge_cli("software", "deployment", "list", "--server", "server-7", "-f", "json")
+    assert [(d["ID"], d["Status"]) for d in mine] == [(made["id"], "COMPLETE")]
+    shown = await heat.converge_cli("software", "deployment", "show", made["id"], "-f", "json")
+    assert shown["output_values"]["deploy_stdout"] == "hi bob"
+    out = await heat.converge_cli(
+        "software", "deployment", "output", "show", made["id"], "deploy_stdout", "-f", "json"
+    )
+    assert out == {"deploy_stdout": "hi bob"}
+    now = await heat.metadata("server-7")
+    assert await heat.converge_cli("software", "deployment", "metadata", "show", "server-7") == now
     await heat.cli.ok("software", "deployment", "delete", made["id"])
     assert await heat.cli.json("software", "deployment", "list") == []
 
