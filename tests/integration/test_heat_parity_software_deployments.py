@@ -320,3 +320,42 @@ async def test_a_stack_delete_does_not_wait_for_a_silent_server_and_leaves_no_de
     late = {"deploy_status_code": 0}
     status, _ = await heat.call("PUT", f"/v1/p1/software_deployments/{item['deployment_id']}", body=late)
     assert status == 404
+
+
+async def test_a_deployment_group_deploys_to_each_server_and_maps_their_outputs(heat: Heat) -> None:
+    template = deployment_template()
+    props = template["resources"].pop("deploy")["properties"]
+    del props["server"]
+    props["servers"] = {"web0": "server-a", "web1": "server-b", "db": "server-c"}
+    template["resources"]["deploys"] = {"type": "OS::Heat::SoftwareDeploymentGroup", "properties": props}
+    template["outputs"] = {
+        "stdouts": {"value": {"get_attr": ["deploys", "deploy_stdouts"]}},
+        "codes": {"value": {"get_attr": ["deploys", "deploy_status_codes"]}},
+        "results": {"value": {"get_attr": ["deploys", "result"]}},
+    }
+    stack_id = await create(heat, "group", template)
+    for name, server in props["servers"].items():
+        [item] = await heat.waiting(server)
+        assert inputs(item)["deploy_resource_name"] == name
+        assert inputs(item)["who"] == "alice"
+        outcome = {"deploy_stdout": f"on {server}", "deploy_status_code": 0, "result": name.upper()}
+        await heat.run(
+            heat.hc.software_deployments.update,
+            item["deployment_id"],
+            status="COMPLETE",
+            output_values=outcome,
+        )
+    stack = await heat.settled(stack_id)
+    assert stack.stack_status == "CREATE_COMPLETE", stack.stack_status_reason
+    assert outputs(stack) == {
+        "stdouts": {"web0": "on server-a", "web1": "on server-b", "db": "on server-c"},
+        "codes": {"web0": 0, "web1": 0, "db": 0},
+        "results": {"web0": "WEB0", "web1": "WEB1", "db": "DB"},
+    }
+
+    del props["servers"]["db"]
+    await heat.run(heat.hc.stacks.update, stack_id, template=template)
+    stack = await heat.settled(stack_id)
+    assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
+    assert outputs(stack)["stdouts"] == {"web0": "on server-a", "web1": "on server-b"}
+    assert await heat.metadata("server-c") == [], "the removed server's deployment is deleted"

@@ -3,7 +3,8 @@ and deploys a software config to it; the server's agent (services/sandbox/agent.
 its deployment metadata through Converge's API with its own token, "runs" the script by
 its `#sandbox:` lines and signals the result, which completes the deployment with its
 outputs; a config update is re-deployed; a failing script fails the deployment with its
-stderr; NO_SIGNAL completes without waiting for the agent. The first test runs
+stderr; NO_SIGNAL completes without waiting for the agent; a deployment group is run
+by the agents of its three servers. The first test runs
 examples/configured-server.yaml as examples/README.md shows it.
 Real: the `converge` executable (engine, worker, observer, in-process sandbox), PostgreSQL,
 HTTP, python-heatclient."""
@@ -137,3 +138,38 @@ async def test_a_failing_script_fails_its_deployment_and_no_signal_does_not_wait
     assert "apt-get: no such package: nginx" in deploy.resource_status_reason
     await up.settled(quick, "CREATE_COMPLETE")
     assert (await up.outputs(quick))["code"] is None, "nobody waited for the agent's outcome"
+
+
+async def test_a_deployment_group_is_run_by_the_agents_of_three_servers(up: Up) -> None:
+    script = (
+        "#sandbox: stdout configured ${deploy_server_id}\n"
+        "#sandbox: output greeting=hi ${deploy_resource_name}\n"
+    )
+    names = ("web0", "web1", "db")
+    body = {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            **{n: {"type": "Sandbox::Server", "properties": {"image": "cirros", "name": n}} for n in names},
+            "config": {
+                "type": "OS::Heat::SoftwareConfig",
+                "properties": {"group": "script", "config": script, "outputs": [{"name": "greeting"}]},
+            },
+            "deploys": {
+                "type": "OS::Heat::SoftwareDeploymentGroup",
+                "properties": {
+                    "config": {"get_resource": "config"},
+                    "servers": {n: {"get_resource": n} for n in names},
+                },
+            },
+        },
+        "outputs": {
+            "stdouts": {"value": {"get_attr": ["deploys", "deploy_stdouts"]}},
+            "greetings": {"value": {"get_attr": ["deploys", "greeting"]}},
+        },
+    }
+    stack_id = await up.create("tier", body)
+    await up.settled(stack_id, "CREATE_COMPLETE")
+    servers = {n: (await up.run(up.hc.resources.get, stack_id, n)).physical_resource_id for n in names}
+    got = await up.outputs(stack_id)
+    assert got["stdouts"] == {n: f"configured {servers[n]}\n" for n in names}
+    assert got["greetings"] == {n: f"hi {n}" for n in names}

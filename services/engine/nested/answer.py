@@ -24,7 +24,7 @@ import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.core.nesting import (
-    GROUP_TYPE,
+    MEMBER_GROUPS,
     SCALING_TYPE,
     Member,
     child_attributes,
@@ -155,7 +155,7 @@ class Answers:
                 data[name] = reference_data(r, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
-            if owner_type in (GROUP_TYPE, SCALING_TYPE)
+            if owner_type in MEMBER_GROUPS
             else []
         )
         return child_attributes(

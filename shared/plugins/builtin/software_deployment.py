@@ -16,7 +16,13 @@ completes the resource's job: a non-zero `deploy_status_code` fails it, with
 `deploy_stderr` in the reason. With NO_SIGNAL, or for an action not in
 `actions`, the job completes at once.
 
-The pure parts the engine uses: `derived_config` and `signal_outcome`.
+OS::Heat::SoftwareDeploymentGroup and StructuredDeploymentGroup deploy to every
+server of their `servers` map: they are nested stacks of one deployment per server
+(`services.engine.core.nesting`), with attributes that map each server's name to
+its deployment's (`group_members`, `group_attributes`).
+
+The pure parts the engine uses: `derived_config`, `signal_outcome`,
+`group_members` and `group_attributes`.
 """
 
 from __future__ import annotations
@@ -38,18 +44,13 @@ DeployAction = Literal["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"]
 REASON_STDERR_CHARS = 1000
 
 
-class SoftwareDeploymentProperties(Properties):
+class DeploymentCommon(Properties):
+    """What a deployment and a deployment group both take."""
+
     config: str | None = prop(
         None,
         description="Id of the software config to deploy (get_resource of an OS::Heat::SoftwareConfig); "
         "a change deploys the new config.",
-    )
-    server: str = prop(
-        description="Id of the server to deploy to (its agent polls for it); a change replaces "
-        "the deployment.",
-        update=UpdateRule.REPLACE,
-        min_length=1,
-        max_length=255,
     )
     input_values: dict[str, Any] = prop({}, description="Values of the config's inputs, by name.")
     actions: list[DeployAction] = prop(
@@ -65,7 +66,9 @@ class SoftwareDeploymentProperties(Properties):
     name: str | None = prop(None, description="Name of the derived config the server runs.", max_length=255)
 
 
-class StructuredDeploymentProperties(SoftwareDeploymentProperties):
+class StructuredInputs(Properties):
+    """A structured deployment's (or group's) input substitution."""
+
     input_key: str = prop(
         "get_input",
         description="Key in the structured config whose value names an input to substitute.",
@@ -74,6 +77,20 @@ class StructuredDeploymentProperties(SoftwareDeploymentProperties):
     input_values_validate: Literal["LAX", "STRICT"] = prop(
         "LAX", description="STRICT: every input the config references must have a value."
     )
+
+
+class SoftwareDeploymentProperties(DeploymentCommon):
+    server: str = prop(
+        description="Id of the server to deploy to (its agent polls for it); a change replaces "
+        "the deployment.",
+        update=UpdateRule.REPLACE,
+        min_length=1,
+        max_length=255,
+    )
+
+
+class StructuredDeploymentProperties(SoftwareDeploymentProperties, StructuredInputs):
+    pass
 
 
 class DeploymentAttributes(Mapping[str, str]):
@@ -231,3 +248,75 @@ class StructuredDeployment(SoftwareDeployment):
     type_name = "OS::Heat::StructuredDeployment"
     description = "Runs a structured config on a server, its get_input references replaced by input values."
     properties = StructuredDeploymentProperties
+
+
+# -- deployment groups ------------------------------------------------------------
+
+DEPLOYMENT_GROUP_TYPES = ("OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup")
+#: The member type of each group type.
+MEMBER_TYPES = dict(zip(DEPLOYMENT_GROUP_TYPES, DEPLOYMENT_TYPES, strict=True))
+
+
+class SoftwareDeploymentGroupProperties(DeploymentCommon):
+    servers: dict[str, str] = prop(
+        description="Servers to deploy to, as a map of name -> server id; each name is a member of "
+        "the group (adding a name deploys to one more server, removing one deletes its deployment).",
+    )
+
+
+class StructuredDeploymentGroupProperties(SoftwareDeploymentGroupProperties, StructuredInputs):
+    pass
+
+
+def group_members(props: SoftwareDeploymentGroupProperties) -> dict[str, dict[str, Any]]:
+    """The properties of each member deployment, by server name. Pure."""
+    common = props.model_dump(exclude={"servers"}, exclude_none=True)
+    return {name: {**common, "server": server} for name, server in props.servers.items()}
+
+
+def group_attributes(members: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The group's attributes from its members' (by server name): deploy_stdouts,
+    deploy_stderrs, deploy_status_codes, and every other attribute as a map too. Pure."""
+    out: dict[str, Any] = {
+        "deploy_stdouts": {n: a.get("deploy_stdout") for n, a in members.items()},
+        "deploy_stderrs": {n: a.get("deploy_stderr") for n, a in members.items()},
+        "deploy_status_codes": {n: a.get("deploy_status_code") for n, a in members.items()},
+    }
+    for key in dict.fromkeys(k for a in members.values() for k in a):
+        out.setdefault(key, {n: a.get(key) for n, a in members.items()})
+    return out
+
+
+class GroupAttributeNames(DeploymentAttributes):
+    _named = {
+        "deploy_stdouts": "A map of server name -> captured stdout of the configuration execution.",
+        "deploy_stderrs": "A map of server name -> captured stderr of the configuration execution.",
+        "deploy_status_codes": "A map of server name -> returned status code of the configuration execution.",
+    }
+
+    def __getitem__(self, name: str) -> str:
+        return self._named.get(name, "A map of server name -> that output of its deployment.")
+
+
+class SoftwareDeploymentGroup(ResourceType):
+    type_name = "OS::Heat::SoftwareDeploymentGroup"
+    description = "Runs one software config on many servers: a nested stack of one deployment per server."
+    properties = SoftwareDeploymentGroupProperties
+    attributes = GroupAttributeNames()
+    attribute_types = dict.fromkeys(("deploy_stdouts", "deploy_stderrs", "deploy_status_codes"), "Map")
+    support_version = "5.0.0"
+
+    def _refuse(self) -> PermanentError:
+        return PermanentError(f"{self.type_name} is run by the engine as a nested stack, not by a worker")
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        raise self._refuse()
+
+    async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+        raise self._refuse()
+
+
+class StructuredDeploymentGroup(SoftwareDeploymentGroup):
+    type_name = "OS::Heat::StructuredDeploymentGroup"
+    description = "Runs one structured config on many servers, its get_input references replaced."
+    properties = StructuredDeploymentGroupProperties
