@@ -1,5 +1,6 @@
-"""OS::Heat::SoftwareDeployment / StructuredDeployment, the pure parts: the derived config a
-server runs and what an agent's signal means. Nothing faked; no engine."""
+"""OS::Heat::SoftwareDeployment / StructuredDeployment and their groups, the pure parts: the
+derived config a server runs, what an agent's signal means, a group's members and
+attributes. Nothing faked; no engine."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import pytest
 from shared.errors import InvalidInput, PermanentError
 from shared.plugins.builtin.software_deployment import (
     DeployContext,
+    SoftwareDeploymentGroupProperties,
     SoftwareDeploymentProperties,
     StructuredDeploymentProperties,
     derived_config,
+    group_attributes,
+    group_members,
     signal_outcome,
 )
 
@@ -76,3 +80,26 @@ def test_a_non_zero_status_code_or_an_error_output_fails_naming_why() -> None:
     assert (broken.ok, broken.reason) == (False, "Deployment failed: broken: it is")
     with pytest.raises(InvalidInput, match="deploy_status_code"):
         signal_outcome({"deploy_status_code": "many"}, [])
+
+
+def test_a_deployment_group_has_one_member_per_server_and_maps_their_attributes() -> None:
+    group = SoftwareDeploymentGroupProperties(
+        config="c", servers={"web": "s-1", "db": "s-2"}, input_values={"who": "x"}
+    )
+    members = group_members(group)
+    assert sorted(members) == ["db", "web"]
+    assert members["web"]["server"] == "s-1"
+    assert members["db"] == {**members["web"], "server": "s-2"}
+    assert "servers" not in members["web"]
+    SoftwareDeploymentProperties.model_validate(members["web"])  # each is a valid deployment
+    attributes = group_attributes(
+        {"web": {"deploy_stdout": "a", "deploy_status_code": 0, "result": 1}, "db": {"deploy_stdout": "b"}}
+    )
+    assert attributes == {
+        "deploy_stdouts": {"web": "a", "db": "b"},
+        "deploy_stderrs": {"web": None, "db": None},
+        "deploy_status_codes": {"web": 0, "db": None},
+        "deploy_stdout": {"web": "a", "db": "b"},
+        "deploy_status_code": {"web": 0, "db": None},
+        "result": {"web": 1, "db": None},
+    }
