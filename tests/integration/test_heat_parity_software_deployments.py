@@ -231,6 +231,13 @@ async def test_the_deployments_api_creates_shows_updates_and_deletes_as_heat(hea
     assert status == 404
     status, _ = await heat.call("GET", "/v1/p1/software_deployments/metadata/server-9", token="f" * 48)
     assert status == 401, "a token that is no server's agent token reads nothing"
+    status, _ = await heat.call(
+        "PUT", f"/v1/p1/software_deployments/{made.id}", token="f" * 48, body={"status": "COMPLETE"}
+    )
+    assert status == 401
+    huge = {"status": "COMPLETE", "output_values": {"deploy_stdout": "x" * 70_000}}
+    status, _ = await heat.call("PUT", f"/v1/p1/software_deployments/{made.id}", token="f" * 48, body=huge)
+    assert status == 413, "an agent's outcome is bounded as a signal is"
 
 
 async def test_the_openstack_cli_drives_software_deployments(heat: Heat) -> None:

@@ -22,7 +22,10 @@ Sandbox::Server's `agent_token` attribute) for that server's metadata and
 for PUT on a deployment to that server — any other failure with such a token
 is the same 401. A PUT that gives an IN_PROGRESS deployment a final status is
 its signal: the resource waiting for it completes or fails
-(`services.engine.deployments`). A deployment is found only in its own project.
+(`services.engine.deployments`). A PUT body may be at most CONVERGE_MAX_SIGNAL_BYTES
+with an agent token (as a signal), CONVERGE_MAX_SOFTWARE_CONFIG_BYTES with a project
+token (413 when its declared size is more, before it is read; a body without a
+declared size is bounded by the API's body limit). A deployment is found only in its own project.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
-from services.engine.api.errors import bad_request, not_found, unauthorized
+from services.engine.api.errors import bad_request, not_found, too_large, unauthorized
 from services.engine.api.requests import read_json
 from services.engine.api.software_configs import config_view
 from services.engine.api.stacks import url_project
@@ -172,6 +175,14 @@ class SoftwareDeploymentRoutes:
                 raise unauthorized(AUTH_REQUIRED) from None
         else:
             deployment_id = _deployment_id(request.match_info["deployment_id"])
+        limit = self._d.api_limits.signal_bytes if not authenticated else self._d.api_limits.config_bytes
+        declared = request.content_length
+        if declared is not None and declared > limit:  # an outcome is a signal: refused unread
+            raise too_large(
+                f"a software deployment update may be at most {limit} bytes; this one is {declared}",
+                limit=limit,
+                size=declared,
+            )
         body: UpdateBody = _body(await read_json(request), UpdateBody, "update")
         changes = body.model_dump(exclude_none=True)
         if not authenticated and set(changes) - {"output_values", "status", "status_reason"}:
