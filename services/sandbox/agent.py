@@ -10,6 +10,8 @@ IN_PROGRESS, or one with NO_SIGNAL) by the rules of `run_script`, and after
 the script's run time signal the result as heat-config does with
 HEAT_SIGNAL: a resource signal to `deploy_stack_id` / `deploy_resource_name`
 (or, for a deployment made through the API, a PUT on the deployment). A
+signal that does not get through (no answer, 5xx, 409, 429) is not lost: the
+config is run again at a later poll while its deployment still waits. A
 NO_SIGNAL deployment is run and not signalled.
 
 The script rules (pure, `run_script`): a line of the config's text
@@ -45,6 +47,8 @@ MAX_SECONDS = 600.0
 MAX_AGENTS = 10_000
 MAX_RUNS_REMEMBERED = 1000
 REQUEST_SECONDS = 10.0
+#: Answers to a signal after which the config is run and signalled again at a later poll.
+RETRIED_STATUSES = frozenset({409, 429})
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,8 @@ class Agents:
     def __init__(self, *, poll_seconds: float) -> None:
         self._poll_seconds = poll_seconds
         self._agents: dict[str, Agent] = {}
-        self._ran: dict[str, list[str]] = {}  # server -> config ids run (newest last)
+        self._ran: dict[str, list[str]] = {}  # server -> config ids run and signalled (newest last)
+        self._inflight: set[tuple[str, str]] = set()  # (server, config) being run now
         self._running: set[asyncio.Task[None]] = set()
 
     def set(self, server_id: str, agent: Agent) -> None:
@@ -168,19 +173,41 @@ class Agents:
         }
         transport = inputs.get("deploy_signal_transport")
         waits = item.get("deployment_status") == "IN_PROGRESS" or transport == "NO_SIGNAL"
-        ran = self._ran.setdefault(server_id, [])
         config_id = str(item.get("id"))
-        if not waits or config_id in ran:
+        if not waits or config_id in self._ran.get(server_id, ()) or (server_id, config_id) in self._inflight:
             return
-        ran.append(config_id)
-        del ran[:-MAX_RUNS_REMEMBERED]
         outcome = run_script(item.get("config"), inputs)
         log.info("agent_runs", server=server_id, config=config_id, status_code=outcome.status_code)
         if transport == "NO_SIGNAL":
+            self._done(server_id, config_id)
             return
-        task = asyncio.create_task(self._signal(http, agent, item, inputs, outcome))
+        self._inflight.add((server_id, config_id))
+        task = asyncio.create_task(self._run_and_signal(http, server_id, agent, item, inputs, outcome))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+
+    def _done(self, server_id: str, config_id: str) -> None:
+        ran = self._ran.setdefault(server_id, [])
+        ran.append(config_id)
+        del ran[:-MAX_RUNS_REMEMBERED]
+
+    async def _run_and_signal(
+        self,
+        http: aiohttp.ClientSession,
+        server_id: str,
+        agent: Agent,
+        item: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        outcome: ScriptRun,
+    ) -> None:
+        """Run, then signal; a signal that did not get through (no answer, 5xx, 409, 429)
+        leaves the config to be run again at a later poll, as heat-config retries."""
+        config_id = str(item.get("id"))
+        try:
+            if await self._signal(http, agent, item, inputs, outcome):
+                self._done(server_id, config_id)
+        finally:
+            self._inflight.discard((server_id, config_id))
 
     async def _signal(
         self,
@@ -189,7 +216,8 @@ class Agents:
         item: Mapping[str, Any],
         inputs: Mapping[str, Any],
         outcome: ScriptRun,
-    ) -> None:
+    ) -> bool:
+        """Whether the signal got an answer that settles it (any but 5xx, 409, 429)."""
         await asyncio.sleep(outcome.seconds)
         headers = {"X-Auth-Token": agent.token}
         stack, resource = inputs.get("deploy_stack_id"), inputs.get("deploy_resource_name")
@@ -204,5 +232,7 @@ class Agents:
         try:
             async with http.request(method, url, json=body, headers=headers) as response:
                 log.info("agent_signalled", url=url, status=response.status)
+                return response.status < 500 and response.status not in RETRIED_STATUSES
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("agent_signal_failed", url=url, error=str(exc))
+            return False
