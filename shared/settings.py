@@ -351,6 +351,14 @@ class EngineSettings(CommonSettings):
         "again (seconds). Long enough that a slow action is not asked twice for nothing; a "
         "duplicate is harmless, only wasted.",
     )
+    deployment_wait_seconds: float = Field(
+        3600.0,
+        gt=0,
+        le=7 * 86_400,
+        description="How long a software deployment waits for its server's signal before it fails "
+        "(seconds; checked by the stall sweep, so up to stall_seconds later). An hour, Heat's "
+        "default stack timeout, within which a deployment normally ends.",
+    )
     stall_check_seconds: float = Field(
         10.0,
         gt=0,

@@ -166,6 +166,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
                 templates=templates,
                 api_limits=api_limits(settings),
                 stall_seconds=settings.stall_seconds,
+                deployment_wait_seconds=settings.deployment_wait_seconds,
                 stall_check_seconds=settings.stall_check_seconds,
                 # The in-process bus starts empty: everything in flight was lost with it.
                 recover_at_start=settings.amqp_url is None,

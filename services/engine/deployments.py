@@ -23,7 +23,9 @@ deployment belongs to a resource whose job waits for it, sends that job's
 `JobResult` through the outbox (`<job>:signalled`, so a repeated signal is one
 result). The recovery never sends a deployment job again: either it is
 waiting for the agent, or its result left with the transaction that ran it.
-A deployment waits as long as its stack lets it (the stack's timeout).
+A deployment waits for its signal at most CONVERGE_DEPLOYMENT_WAIT_SECONDS (and no
+longer than its stack's timeout): the recovery sweep fails it after that
+(`wait_expired`), so no stack waits for a silent server for ever.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from shared.plugins.runtime import validate_properties
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult, ResourceJob
 
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
+#: How long a deployment waits for its server's signal by default (CONVERGE_DEPLOYMENT_WAIT_SECONDS).
+WAIT_SECONDS = 3600.0
 
 
 def is_deployment_type(type_name: str) -> bool:
@@ -289,6 +293,23 @@ async def signalled(
         if row is not None and waiting_deployment_id(row) == updated.deployment_id:
             fx.emit(ENGINE_QUEUE, _job_result(row, updated, outcome.ok, updated.status_reason))
     return updated
+
+
+async def wait_expired(
+    tx: Tx, project_id: str, row: ResourceRow, *, waited: float, limit: float, fx: Effects
+) -> bool:
+    """The recovery sweep's check of a deployment row: when its job has waited `limit`
+    seconds or more for the server's signal, the deployment fails as a failed signal
+    would fail it (its job's result sent), and True."""
+    deployment_id = waiting_deployment_id(row)
+    if deployment_id is None or waited < limit:
+        return False
+    record = await tx.software_deployment(project_id, deployment_id, lock=True)
+    if record is None or record.status != IN_PROGRESS:
+        return False
+    reason = f"Deployment timed out: no signal from server {record.server_id} within {limit:g}s"
+    await signalled(tx, record, SignalOutcome(False, dict(record.output_values), reason), fx)
+    return True
 
 
 async def declared_outputs(tx: Tx, record: DeploymentRecord) -> list[Mapping[str, Any]]:

@@ -80,6 +80,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             templates=templates,
             api_limits=api_limits(settings),
             stall_seconds=settings.stall_seconds,
+            deployment_wait_seconds=settings.deployment_wait_seconds,
             stall_check_seconds=settings.stall_check_seconds,
         )
         await engine.start()

@@ -46,6 +46,7 @@ from services.engine.conflicts import DEFAULT_CONFLICT_POLICY, ConflictPolicy, r
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
+from services.engine.deployments import WAIT_SECONDS
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
 from services.engine.nested.answer import Answers
@@ -94,6 +95,7 @@ class EngineService:
         heartbeat_seconds: float = 2.0,
         stall_seconds: float = 300.0,
         stall_check_seconds: float = 10.0,
+        deployment_wait_seconds: float = WAIT_SECONDS,
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
         limits: TemplateLimits = DEFAULT_LIMITS,
@@ -158,7 +160,12 @@ class EngineService:
             store=self.store, outbox=self.outbox, definitions=definitions, policy=heal or HealPolicy()
         )
         self.recovery = Recovery(
-            store=self.store, outbox=self.outbox, stall_seconds=stall_seconds, registry=registry, clock=clock
+            store=self.store,
+            outbox=self.outbox,
+            stall_seconds=stall_seconds,
+            registry=registry,
+            clock=clock,
+            deployment_wait_seconds=deployment_wait_seconds,
         )
         self.retention = EventRetention(EventPurge(pool), per_stack=api_limits.events_per_stack)
         self._event_purge_seconds = event_purge_seconds

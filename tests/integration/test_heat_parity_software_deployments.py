@@ -366,3 +366,18 @@ async def test_a_deployment_group_deploys_to_each_server_and_maps_their_outputs(
     assert stack.stack_status == "UPDATE_COMPLETE", stack.stack_status_reason
     assert outputs(stack)["stdouts"] == {"web0": "on server-a", "web1": "on server-b"}
     assert await heat.metadata("server-c") == [], "the removed server's deployment is deleted"
+
+
+async def test_a_deployment_whose_server_never_signals_fails_once_it_waited_too_long(
+    database_url: str, tmp_path: Path
+) -> None:
+    options = {"stall_seconds": 0.5, "stall_check_seconds": 0.2, "deployment_wait_seconds": 1.0}
+    async with heat_parity.serving(Heat, database_url, tmp_path, tokens=TOKENS, **options) as heat:
+        stack_id = await create(heat, "silent", deployment_template())
+        [item] = await heat.waiting("server-1")
+        stack = await heat.settled(stack_id)
+        assert stack.stack_status == "CREATE_FAILED"
+        deploy = await heat.run(heat.hc.resources.get, stack_id, "deploy")
+        assert "no signal from server server-1 within 1s" in deploy.resource_status_reason
+        shown = await heat.run(heat.hc.software_deployments.get, item["deployment_id"])
+        assert shown.status == "FAILED"

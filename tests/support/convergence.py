@@ -158,6 +158,8 @@ async def converge(
     quotas: Quotas = DEFAULT_QUOTAS,
     api_limits: ApiLimits = DEFAULT_API_LIMITS,
     event_purge_seconds: float = 5.0,
+    deployment_wait_seconds: float | None = None,
+    stall_check_seconds: float = 10.0,
 ) -> AsyncIterator[Converge]:
     """`resend_rate`: the chance that a message is also sent again under a new id (as
     recovery sends work in flight again), which the engine's inbox does not drop."""
@@ -178,6 +180,8 @@ async def converge(
         engine_id=uuid.uuid4(),
         supervisor=supervisor,
         stall_seconds=stall_seconds,
+        stall_check_seconds=stall_check_seconds,
+        **({"deployment_wait_seconds": deployment_wait_seconds} if deployment_wait_seconds else {}),
         limits=limits,
         quotas=quotas,
         api_limits=api_limits,
