@@ -381,3 +381,38 @@ async def test_a_deployment_whose_server_never_signals_fails_once_it_waited_too_
         assert "no signal from server server-1 within 1s" in deploy.resource_status_reason
         shown = await heat.run(heat.hc.software_deployments.get, item["deployment_id"])
         assert shown.status == "FAILED"
+
+
+async def test_a_rollback_does_not_wait_for_the_deployment_its_failed_update_started(heat: Heat) -> None:
+    first = deployment_template("echo one")
+    made = await heat.run(heat.hc.stacks.create, stack_name="rolled", template=first, disable_rollback=False)
+    stack_id = str(made["stack"]["id"])
+    await heat.waiting("server-1")
+    await heat.run(heat.hc.resources.signal, stack_id, "deploy", data={"deploy_status_code": 0})
+    assert (await heat.settled(stack_id)).stack_status == "CREATE_COMPLETE"
+
+    # The update re-deploys and also waits for a condition the test fails once the server
+    # has been asked to run "echo two": the update fails while the deployment waits.
+    broken = deployment_template("echo two")
+    broken["resources"]["handle"] = {"type": "OS::Heat::WaitConditionHandle"}
+    broken["resources"]["gate"] = {
+        "type": "OS::Heat::WaitCondition",
+        "properties": {"handle": {"get_resource": "handle"}, "timeout": 600},
+    }
+    await heat.run(heat.hc.stacks.update, stack_id, template=broken, disable_rollback=False)
+    [waiting] = await heat.waiting("server-1")
+    assert waiting["config"] == "echo two"
+    await heat.run(heat.hc.resources.signal, stack_id, "handle", data={"status": "FAILURE", "reason": "no"})
+
+    async def rolling_back() -> bool:  # the rollback took the deployment from the update's wait
+        stack = await heat.run(heat.hc.stacks.get, stack_id)
+        items = await heat.metadata("server-1")
+        return stack.stack_status == "ROLLBACK_IN_PROGRESS" and [
+            (i["config"], i["deployment_status"]) for i in items
+        ] == [("echo one", "IN_PROGRESS")]
+
+    await eventually(rolling_back, timeout=60)
+    await heat.run(heat.hc.resources.signal, stack_id, "deploy", data={"deploy_stdout": "one again"})
+    stack = await heat.settled(stack_id)
+    assert stack.stack_status == "ROLLBACK_COMPLETE", stack.stack_status_reason
+    assert outputs(stack)["stdout"] == "one again"
