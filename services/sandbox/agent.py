@@ -25,6 +25,10 @@ running it gives; `${name}` in a value is replaced by the input `name`:
     #sandbox: seconds 2.5         how long the run takes (default 0, at most 600)
 
 Any other line is ignored; a structured config (a map) runs as an empty script.
+
+A server's agent is kept with the server in the sandbox's state (records.py), so
+a restarted sandbox's servers go on polling; which configs an agent has run is
+not kept: after a restart a config still waiting for its server is run again.
 """
 
 from __future__ import annotations

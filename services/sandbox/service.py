@@ -147,6 +147,12 @@ class SandboxService:
             self.agents.set(resource_id, Agent(api.rstrip("/"), token))
         except ValueError as exc:
             raise InvalidInput(str(exc), path="api") from exc
+        res = self._cloud.resource(resource_id)
+        assert res is not None  # found above
+        res.agent = (api.rstrip("/"), token)
+        if self._state is not None:  # kept with the server, so a restarted sandbox's agent polls on
+            counters = {"created": self._cloud.created, "generation": self._cloud.generation}
+            self._state.save(StateWrite({resource_id: resource_record(res)}, None, counters))
         return self.get(Kind.SERVER, resource_id)
 
     def _with_agent(self, view: dict[str, Any]) -> dict[str, Any]:
@@ -263,6 +269,10 @@ def build_sandbox(
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
     metrics = SandboxMetrics(registry)
     agents = Agents(poll_seconds=settings.sandbox_agent_poll_seconds)
+    for view in cloud.list_kind(Kind.SERVER):  # the agents of a restored cloud's servers
+        res = cloud.resource(str(view["id"]))
+        if res is not None and res.agent is not None:
+            agents.set(res.id, Agent(*res.agent))
     return SandboxService(
         cloud=cloud, notifier=notifier, metrics=metrics, clock=clock, state=state_file, agents=agents
     )
