@@ -351,6 +351,14 @@ class EngineSettings(CommonSettings):
         "again (seconds). Long enough that a slow action is not asked twice for nothing; a "
         "duplicate is harmless, only wasted.",
     )
+    deployment_wait_seconds: float = Field(
+        3600.0,
+        gt=0,
+        le=7 * 86_400,
+        description="How long a software deployment waits for its server's signal before it fails "
+        "(seconds; checked by the stall sweep, so up to stall_seconds later). An hour, Heat's "
+        "default stack timeout, within which a deployment normally ends.",
+    )
     stall_check_seconds: float = Field(
         10.0,
         gt=0,
@@ -631,6 +639,13 @@ class SandboxBehaviour(CommonSettings):
         description="SQLite file where the sandbox keeps its state (resources, builds, idempotency "
         "keys), so a restarted sandbox is the same cloud. Unset = in memory for converge-sandbox, "
         "<data_dir>/sandbox.sqlite3 for converge up.",
+    )
+    sandbox_agent_poll_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=3600,
+        description="Seconds between two polls of a sandbox server's agent for its software "
+        "deployments (as os-collect-config's polling interval); one second keeps demos lively.",
     )
 
     @field_validator("sandbox_state", mode="before")

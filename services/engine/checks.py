@@ -70,6 +70,7 @@ from services.engine.core.model import (
 from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
+from services.engine.deployments import preempted
 from services.engine.effects import Effects, Finished
 from services.engine.gates import Gates
 from services.engine.jobs import deadline_for, job_for, reference_data
@@ -243,9 +244,10 @@ class Convergence:
             return
         if _moved_by_its_job(row, traversal, node):
             return
-        if row.current_job is not None and not is_nested(row.type):
+        if row.current_job is not None and not is_nested(row.type) and not preempted(stack, row):
             # An older traversal's job is still running on this row: wait for its outcome.
-            # (A nested job is not waited for: the new job preempts the child's operation.)
+            # (A nested job is not waited for: the new job preempts the child's operation;
+            # nor is a deployment waiting for its server's signal, by a delete or rollback.)
             # The stack is read again after the row: had a newer update committed (and its
             # check registered on this row) since the stack was first read, this older
             # check must not take the row's one waiting slot from it.
@@ -543,7 +545,9 @@ class Convergence:
             )
             fx.emit(ENGINE_QUEUE, nested)
         elif is_config_type(type_name):  # the engine stores the config, in this transaction
-            fx.emit(ENGINE_QUEUE, await run_config_job(tx, job, self._types, max_bytes=self._config_bytes))
+            result = await run_config_job(tx, job, self._types, max_bytes=self._config_bytes)
+            if result is not None:  # None: a deployment waits for its server's signal
+                fx.emit(ENGINE_QUEUE, result)
         else:
             fx.emit(JOBS_QUEUE, job)
 

@@ -1,4 +1,5 @@
-"""The config resource types' jobs, run by the engine in the transaction that issues them.
+"""The config (and deployment) resource types' jobs, run by the engine in the transaction
+that issues them.
 
 Where it sits: `checks.Convergence` issues a job for a resource of a config type
 (`shared.plugins.builtin.software_config.CONFIG_TYPES`) like any job, but
@@ -11,6 +12,11 @@ twice writes one config; recovery never sends such a job to a worker (its
 result left with the transaction that ran it). A stale result of such a job
 (a newer job took over the row first) deletes the config it made, unless a row
 owns it (`reap_config`, from `checks`).
+
+The deployment types (OS::Heat::SoftwareDeployment, StructuredDeployment) are
+run the same way, by `services.engine.deployments`, except that a deployment's
+create or update job usually waits for the server's signal: `run_config_job`
+then returns None and the signal sends the result.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import uuid
 from collections.abc import Mapping
 
+from services.engine.deployments import is_deployment_type, reap_deployment, run_deployment_job
 from services.engine.store.tx import Tx
 from shared.errors import PermanentError
 from shared.plugins import ResourceType
@@ -31,7 +38,8 @@ DEFAULT_CONFIG_BYTES = 1024 * 1024
 
 
 def is_config_type(type_name: str) -> bool:
-    return type_name in CONFIG_TYPES
+    """Whether the engine runs this type's jobs here (configs and deployments)."""
+    return type_name in CONFIG_TYPES or is_deployment_type(type_name)
 
 
 def config_size(value: object) -> int:
@@ -47,8 +55,11 @@ def config_id_of(job_id: str) -> uuid.UUID:
 
 async def run_config_job(
     tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]], *, max_bytes: int
-) -> JobResult:
-    """Run `job` against the config table; always a result (failed with a reason on bad input)."""
+) -> JobResult | None:
+    """Run `job` against the config table; a result (failed with a reason on bad input), or
+    None for a deployment that waits for its server's signal."""
+    if is_deployment_type(job.resource_type):
+        return await run_deployment_job(tx, job, types)
     try:
         return await _run(tx, job, types, max_bytes)
     except PermanentError as exc:
@@ -130,6 +141,9 @@ async def _run(
 
 async def reap_config(tx: Tx, result: JobResult) -> None:
     """A stale create result: delete the config unless a row owns it (`checks` asks)."""
+    if is_deployment_type(result.resource_type):
+        await reap_deployment(tx, result)
+        return
     made = _parsed_id(result.physical_id)
     if made is not None:
         await tx.delete_software_config(result.project_id, made)

@@ -34,6 +34,7 @@ from services.engine.configs import is_config_type
 from services.engine.core.model import ResourceRow, StackId, StackRow, Status, resource_of
 from services.engine.core.nesting import is_nested
 from services.engine.core.recovery import JobInFlight, JobResend, Resend, plan, report
+from services.engine.deployments import WAIT_SECONDS, is_deployment_type, wait_expired
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
 from services.engine.nested.messages import NestedStackJob
@@ -57,7 +58,9 @@ class Recovery:
         stall_seconds: float,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        deployment_wait_seconds: float = WAIT_SECONDS,
     ) -> None:
+        self._deployment_wait = deployment_wait_seconds
         self._store = store
         self._outbox = outbox
         self._stall_seconds = stall_seconds
@@ -129,6 +132,12 @@ class Recovery:
                 continue
             if stale_before is not None and not in_progress and fact.updated_at >= stale_before:
                 continue  # heard from lately
+            if is_deployment_type(row.type):  # waits for its server: failed once it waited too long
+                waited = self._clock() - fact.updated_at.timestamp()
+                if await wait_expired(
+                    tx, stack.project_id, row, waited=waited, limit=self._deployment_wait, fx=fx
+                ):
+                    continue
             nested = is_nested(row.type)
             jobs.append(
                 JobInFlight(

@@ -173,6 +173,7 @@ class EngineService:
             stall_seconds=tuning.stall_seconds,
             registry=registry,
             clock=clock,
+            deployment_wait_seconds=tuning.deployment_wait_seconds,
         )
         self.retention = EventRetention(EventPurge(pool), per_stack=api_limits.events_per_stack)
         self._event_purge_seconds = tuning.event_purge_seconds

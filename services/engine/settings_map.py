@@ -44,6 +44,7 @@ class EngineTuning:
     relay_seconds: float  # outbox_relay_seconds
     stall_seconds: float
     stall_check_seconds: float
+    deployment_wait_seconds: float
     timeout_scan_seconds: float
     observation_scan_seconds: float
     event_purge_seconds: float
@@ -69,6 +70,7 @@ def engine_tuning(settings: EngineSettings) -> EngineTuning:
         relay_seconds=settings.outbox_relay_seconds,
         stall_seconds=settings.stall_seconds,
         stall_check_seconds=settings.stall_check_seconds,
+        deployment_wait_seconds=settings.deployment_wait_seconds,
         timeout_scan_seconds=settings.timeout_scan_seconds,
         observation_scan_seconds=settings.observation_scan_seconds,
         event_purge_seconds=settings.event_purge_seconds,

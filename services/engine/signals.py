@@ -22,6 +22,10 @@ Heat keeps accepting them, growing the handle's metadata without bound.
 A signal to an `OS::Heat::ScalingPolicy` (its own token, or a project token)
 scales its group (`services.engine.scaling`).
 
+A signal to an `OS::Heat::SoftwareDeployment` or StructuredDeployment (a project
+token, or the agent token of the server it deploys to) carries the agent's
+outputs and completes the deployment (`services.engine.deployments`).
+
 A signal `{"unset_hook": "<hook>"}` to any resource clears the hook its check
 is paused at (`services.engine.gates`); it needs a project token.
 """
@@ -31,20 +35,24 @@ from __future__ import annotations
 import hmac
 import math
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.deployments import agent_may, signal_resource, update_deployment
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.outbox import Outbox
 from services.engine.scaling import POLICY_TYPE, Scaler
 from services.engine.store import Store
+from services.engine.store.software_deployments import DeploymentRecord
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
 from shared.plugins.base import ObservedState
 from shared.plugins.builtin.common import split_pending
+from shared.plugins.builtin.software_deployment import DEPLOYMENT_TYPES
 from shared.plugins.builtin.wait_condition import WaitSignal, evaluate, normalise_signal
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
@@ -131,6 +139,14 @@ async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceR
             fx.emit(ENGINE_QUEUE, result)
 
 
+async def deployment_agent_ok(tx: Tx, project_id: str, row: ResourceRow, token: str) -> bool:
+    """Whether `token` is the agent token of the server a deployment resource deploys to."""
+    if row.type not in DEPLOYMENT_TYPES:
+        return False
+    server = (row.job_properties or row.properties or {}).get("server")
+    return isinstance(server, str) and await agent_may(tx, project_id, server, token)
+
+
 def handle_token_ok(handle: ResourceRow, token: str) -> bool:
     """Whether `token` is the handle's (or scaling policy's) own (compared in constant time)."""
     expected = handle.attributes.get("token") if handle.type in (*HANDLE_TYPES, POLICY_TYPE) else None
@@ -160,6 +176,9 @@ class Signals:
         again), so a caller without a project token is answered before its body is read."""
         async with self._store.transaction() as tx:
             handle = (await tx.current_resources(stack_id, [name])).get(name)
+            if handle is not None and handle.type in DEPLOYMENT_TYPES:
+                stack = await tx.stack(stack_id)
+                return stack is not None and await deployment_agent_ok(tx, stack.project_id, handle, token)
         return handle is not None and handle_token_ok(handle, token)
 
     async def signal(
@@ -173,7 +192,13 @@ class Signals:
                 raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
             if handle is None:
                 raise NotFound(f"The Resource ({name}) could not be found.")
-            if not (project_token_ok or handle_token_ok(handle, token)):
+            stack = await tx.stack(stack_id)
+            assert stack is not None  # the row is the stack's
+            if not (
+                project_token_ok
+                or handle_token_ok(handle, token)
+                or await deployment_agent_ok(tx, stack.project_id, handle, token)
+            ):
                 raise Unauthorized("the signal's X-Auth-Token is not this handle's token")
             if "unset_hook" in data and self._gates is not None:
                 if not project_token_ok:  # a handle's token signals its handle, nothing more
@@ -181,6 +206,11 @@ class Signals:
                 stack = await tx.stack(stack_id)
                 assert stack is not None  # the row is the stack's
                 await self._gates.clear_hook(tx, stack, handle, data["unset_hook"], fx)
+                ids = await fx.commit(tx)
+            elif handle.type in DEPLOYMENT_TYPES:
+                if handle.action in NO_SIGNAL_ACTIONS:
+                    raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
+                await signal_resource(tx, handle, stack.project_id, data, fx)
                 ids = await fx.commit(tx)
             elif handle.type == POLICY_TYPE and self._scaler is not None:
                 stack = await tx.stack(stack_id)
@@ -231,3 +261,33 @@ class Signals:
         assert updated is not None
         await settle_waiting_conditions(tx, stack_id, updated, fx)
         return await fx.commit(tx)
+
+    async def agent_may(self, project_id: str, server_id: str, token: str) -> bool:
+        """Whether `token` is the agent token of the server (its deployment metadata)."""
+        async with self._store.transaction() as tx:
+            return await agent_may(tx, project_id, server_id, token)
+
+    async def put_deployment(
+        self,
+        project_id: str,
+        deployment_id: uuid.UUID,
+        changes: Mapping[str, Any],
+        *,
+        token: str,
+        project_token_ok: bool,
+    ) -> DeploymentRecord:
+        """`PUT /software_deployments/{id}`: with a project token any change; with the agent
+        token of the deployment's server, its outcome (`deployments.update_deployment`)."""
+        fx = Effects()
+        async with self._store.transaction() as tx:
+            record = await tx.software_deployment(project_id, deployment_id)
+            if not project_token_ok and (
+                record is None or not await agent_may(tx, project_id, record.server_id, token)
+            ):
+                raise Unauthorized("the X-Auth-Token is not the agent token of the deployment's server")
+            if record is None:
+                raise NotFound(f"Software deployment with id {deployment_id} not found")
+            record = await update_deployment(tx, project_id, deployment_id, changes, fx)
+            ids = await fx.commit(tx)
+        await self._outbox.publish(ids, fx.messages)
+        return record

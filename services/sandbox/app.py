@@ -116,6 +116,7 @@ class SandboxRoutes:
             web.patch("/v1/{collection}/{id}", self.update),
             web.delete("/v1/{collection}/{id}", self.delete),
             web.post("/v1/{collection}/{id}/break", self.break_),
+            web.put("/v1/servers/{id}/agent", self.set_agent),
         ]
 
     async def index(self, _: web.Request) -> web.Response:
@@ -195,6 +196,10 @@ class SandboxRoutes:
         if not isinstance(reason, str):
             raise InvalidInput("must be a string", path="reason")
         return web.json_response(self._service.break_(kind, request.match_info["id"], reason))
+
+    async def set_agent(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        return web.json_response(self._service.set_agent(request.match_info["id"], body))
 
 
 def build_app(service: SandboxService, *, extra_routes: Iterable[web.RouteDef] = ()) -> web.Application:

@@ -81,6 +81,7 @@ class Resource:
     seq: int = 0  # creation order, for stable listings and messages
     ports: tuple[Port, ...] = ()
     build: Build | None = None
+    agent: tuple[str, str] | None = None  # a server's configuration agent: (api, token), see agent.py
 
 
 @dataclass(frozen=True)

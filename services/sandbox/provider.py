@@ -55,7 +55,7 @@ from shared.plugins.base import (
     ResourceGone,
     ResourceType,
 )
-from shared.plugins.builtin.common import as_props
+from shared.plugins.builtin.common import KeyedRandom, as_props
 from shared.settings import SANDBOX_ENDPOINT, SANDBOX_URL_VARIABLE
 
 REQUEST_SECONDS = 30.0
@@ -239,7 +239,24 @@ class SandboxServer(SandboxResource):
         "image": ("The image the server runs.", "String"),
         "flavor": ("The server's size.", "String"),
         "volumes": ("Ids of the volumes attached to it.", "List"),
+        "agent_token": (
+            "The token of the server's configuration agent: it reads the server's software "
+            "deployments and signals them (null where no Converge API URL is known).",
+            "String",
+        ),
     }
+
+    async def create(self, ctx: ActionContext, props: Properties) -> ActionResult:
+        """Create the server, then give it its configuration agent (services/sandbox/agent.py):
+        Converge's API for the project and a token of its own, the same on a redelivery."""
+        made = await super().create(ctx, props)
+        if not ctx.api_url or made.physical_id is None:
+            return made
+        token = KeyedRandom(ctx.idempotency_key, "agent-token").hex(24)
+        api = f"{ctx.api_url.rstrip('/')}/v1/{quote(ctx.project_id, safe='')}"
+        url = f"{self._item_url(ctx, made.physical_id)}/agent"
+        response = await _call(ctx, "PUT", url, body={"api": api, "token": token})
+        return ActionResult(made.physical_id, made.outcome, self._attributes(_object(response)))
 
 
 class SandboxVolume(SandboxResource):

@@ -7,7 +7,8 @@ takes. A record holds everything a resource is: its spec, status, times,
 creation order, the addresses it holds and its build in progress (when it
 ends, how, and which timer is its). What is derived (who uses what, the
 subnets of a network, the address pools, the build timers, the counts) is
-rebuilt by `Cloud.restore`.
+rebuilt by `Cloud.restore`. A server's configuration agent (its API and token) is
+kept too, so a restarted sandbox's servers go on polling.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def resource_record(res: Resource) -> dict[str, Any]:
         "build": None
         if build is None
         else {"ready_at": build.ready_at, "failure": build.failure, "generation": build.generation},
+        "agent": list(res.agent) if res.agent is not None else None,
     }
 
 
@@ -54,4 +56,12 @@ def resource_from_record(data: Mapping[str, Any]) -> Resource:
         build=None
         if build is None
         else Build(float(build["ready_at"]), str(build["failure"]), int(build["generation"])),
+        agent=_agent(data.get("agent")),
     )
+
+
+def _agent(value: Any) -> tuple[str, str] | None:
+    """A record's agent (records written before agents existed have none)."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return (value[0], value[1])
+    return None

@@ -32,6 +32,7 @@ import aiohttp
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from services.sandbox.agent import Agent, Agents
 from services.sandbox.alarms import Alarms, Post, evaluate, parse_alarm, parse_load
 from services.sandbox.model import Change, Cloud, Created
 from services.sandbox.notify import Notifier, NotifierMetrics
@@ -89,7 +90,9 @@ class SandboxService:
         clock: Callable[[], float] = time.time,
         state: StateFile | None = None,
         alarm_hosts: AllowList | None = None,
+        agents: Agents | None = None,
     ) -> None:
+        self.agents = agents or Agents(poll_seconds=1.0)
         self._cloud = cloud
         self._alarms = Alarms()
         self._alarm_hosts = alarm_hosts if alarm_hosts is not None else AllowList()  # none allowed
@@ -122,11 +125,12 @@ class SandboxService:
         if changes:
             self.metrics.updates.labels(kind.value).inc()
         self._record(changes)
-        return view
+        return self._with_agent(view)
 
     def delete(self, kind: Kind, resource_id: str) -> None:
         now = self._tick()
         changes = self._cloud.delete(kind, resource_id, now=now)
+        self.agents.forget(resource_id)
         self.metrics.deletes.labels(kind.value).inc()
         self._record(changes)
 
@@ -139,7 +143,39 @@ class SandboxService:
 
     def get(self, kind: Kind, resource_id: str) -> dict[str, Any]:
         self._tick()
-        return self._cloud.get(kind, resource_id)
+        return self._with_agent(self._cloud.get(kind, resource_id))
+
+    def set_agent(self, resource_id: str, body: Any) -> dict[str, Any]:
+        """Give a server its configuration agent (`agent.py`): body {"api": <Converge's API
+        base for the server's project>, "token": <the server's agent token>}."""
+        self._tick()
+        self._cloud.get(Kind.SERVER, resource_id)  # NotFound unless it is a server
+        if not isinstance(body, dict):
+            raise InvalidInput("an agent is a JSON object with api and token")
+        api, token = body.get("api"), body.get("token")
+        if not isinstance(api, str) or not api.startswith(("http://", "https://")) or len(api) > 2048:
+            raise InvalidInput("must be an http(s) URL of at most 2048 characters", path="api")
+        if not isinstance(token, str) or not 1 <= len(token) <= 255:
+            raise InvalidInput("must be a string of 1 to 255 characters", path="token")
+        try:
+            self.agents.set(resource_id, Agent(api.rstrip("/"), token))
+        except ValueError as exc:
+            raise InvalidInput(str(exc), path="api") from exc
+        res = self._cloud.resource(resource_id)
+        assert res is not None  # found above
+        res.agent = (api.rstrip("/"), token)
+        if self._state is not None:  # kept with the server, so a restarted sandbox's agent polls on
+            counters = {"created": self._cloud.created, "generation": self._cloud.generation}
+            self._state.save(StateWrite({resource_id: resource_record(res)}, None, counters))
+        return self.get(Kind.SERVER, resource_id)
+
+    def _with_agent(self, view: dict[str, Any]) -> dict[str, Any]:
+        agent = self.agents.get(str(view.get("id"))) if view.get("kind") == Kind.SERVER.value else None
+        return view if agent is None else {**view, "agent_token": agent.token}
+
+    def _active(self, resource_id: str) -> bool:
+        res = self._cloud.resource(resource_id)
+        return res is not None and res.status.value == "ACTIVE"
 
     def list_kind(self, kind: Kind) -> list[dict[str, Any]]:
         self._tick()
@@ -293,6 +329,7 @@ class SandboxService:
     def start(self, supervisor: Supervisor) -> None:
         supervisor.spawn("sandbox-timers", self.run_timers())
         supervisor.spawn("sandbox-alarms", self.run_alarms())
+        supervisor.spawn("sandbox-agents", self.agents.run(self._active))
         if self._notifier.enabled:
             supervisor.spawn("sandbox-notifications", self._notifier.run())
 
@@ -342,6 +379,11 @@ def build_sandbox(
         log.info("sandbox_restored", state=str(state), resources=len(saved.resources), created=cloud.created)
     notifier = Notifier(bus, metrics=NotifierMetrics(registry))
     metrics = SandboxMetrics(registry)
+    agents = Agents(poll_seconds=settings.sandbox_agent_poll_seconds)
+    for view in cloud.list_kind(Kind.SERVER):  # the agents of a restored cloud's servers
+        res = cloud.resource(str(view["id"]))
+        if res is not None and res.agent is not None:
+            agents.set(res.id, Agent(*res.agent))
     service = SandboxService(
         cloud=cloud,
         notifier=notifier,
@@ -349,6 +391,7 @@ def build_sandbox(
         clock=clock,
         state=state_file,
         alarm_hosts=AllowList.parse(settings.sandbox_alarm_hosts),
+        agents=agents,
     )
     if saved is not None and saved.alarms:
         service.restore_alarms(saved.alarms)

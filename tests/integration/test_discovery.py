@@ -9,7 +9,6 @@ draining, the same app with a readiness check that says not ready.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -106,30 +105,13 @@ async def test_unsupported_heat_endpoints_answer_501_saying_so(api: tuple[Conver
     status, _, text = await call("POST", f"{base}/v1/p1/stacks", token="t1", body=body)
     assert status == 201, text
     for method, url, message in (
-        ("GET", f"{base}/v1/p1/software_deployments", "Software deployments are not supported by Converge"),
         ("GET", f"{base}/v1/p1/services", "The orchestration service list is not supported by Converge"),
     ):
         status, kind, text = await call(method, url, token="t1")
         assert (status, kind) == (501, "application/json"), (method, url, text)
         assert message in text, text
-    status, _, _ = await call("GET", f"{base}/v1/p2/software_deployments", token="t1")
+    status, _, _ = await call("GET", f"{base}/v1/p2/services", token="t1")
     assert status == 404, "another project's URL answers as before"
-
-    from heatclient import client as heat
-    from heatclient import exc
-
-    hc = heat.Client("1", endpoint=f"{base}/v1/p1", token="t1")
-
-    def refusals() -> list[str]:
-        said = []
-        for call_it in (lambda: list(hc.software_deployments.list()),):
-            try:
-                call_it()
-            except exc.HTTPNotImplemented as error:
-                said.append(str(error))
-        return said
-
-    assert await asyncio.to_thread(refusals) == ["ERROR: Software deployments are not supported by Converge"]
 
 
 async def test_the_stack_list_filters_by_tags_as_heat_does(api: tuple[Converge, str]) -> None:

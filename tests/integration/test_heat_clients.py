@@ -103,7 +103,7 @@ def test_unsupported_heat_calls_say_so_in_the_openstack_cli(server: Server, tmp_
     env = {**shell(server, tmp_path), "OS_AUTH_TYPE": "admin_token", "OS_TOKEN": server.token}
     env["OS_ENDPOINT"] = f"{server.url}/v1/demo"
     for argv, said in (
-        (["software", "deployment", "list"], "ERROR: Software deployments are not supported by Converge"),
+        (["orchestration", "service", "list"], "The orchestration service list is not supported by Converge"),
     ):
         refused = run(["openstack", *argv], env)
         assert refused.returncode == 1, (argv, refused.stdout, refused.stderr)

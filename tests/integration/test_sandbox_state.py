@@ -134,3 +134,17 @@ async def test_a_sandbox_stopped_with_sigterm_keeps_its_state_and_answers_from_i
     assert await sandboxes.stop(signal.SIGKILL) == -signal.SIGKILL
     cloud = await sandboxes.start(http)
     assert await cloud.inventory() == []
+
+
+async def test_a_servers_configuration_agent_survives_a_killed_sandbox(
+    sandboxes: Sandboxes, http: aiohttp.ClientSession
+) -> None:
+    cloud = await sandboxes.start(http)
+    server = (await cloud.ok("POST", "/servers", {"image": "a"}))["id"]
+    agent = {"api": "http://127.0.0.1:9/v1/p", "token": "b" * 48}
+    assert (await cloud.ok("PUT", f"/servers/{server}/agent", agent))["agent_token"] == "b" * 48
+    assert await sandboxes.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    cloud = await sandboxes.start(http)
+    shown = await cloud.ok("GET", f"/servers/{server}")
+    assert shown["agent_token"] == "b" * 48, "the restarted sandbox's server still has its agent"

@@ -64,7 +64,7 @@ GROUPS = {
     "event": "read a stack's events",
     "template": "check templates",
     "observe": "watch a stack's real resources for drift",
-    "software": "software configs (as `openstack software config ...`)",
+    "software": "software configs and deployments (as `openstack software config|deployment ...`)",
 }
 
 

@@ -1,14 +1,22 @@
-"""`converge software config create|show|list|delete`: the /software_configs API.
+"""`converge software config ...` and `converge software deployment ...`: the
+/software_configs and /software_deployments APIs.
 
 As `openstack software config ...`: `create NAME [--config-file FILE]
 [--definition-file FILE] [--group GROUP]` (the definition file is YAML or JSON
 with `inputs`, `outputs` and `options`), `show CONFIG [--config-only]`,
 `list [--limit N] [--marker ID]`, `delete CONFIG [CONFIG ...]`.
+
+As `openstack software deployment ...`: `list [--server SERVER]`, `show
+DEPLOYMENT`, `output show DEPLOYMENT [OUTPUT]` (every output without a name),
+`metadata show SERVER` (the configs the server's agent runs, as JSON), `delete
+DEPLOYMENT [DEPLOYMENT ...]`. Deployments are made by the deployment resource
+types (or `POST /software_deployments`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +26,13 @@ from services.cli.client import CliError, segment
 from services.cli.commands import Context, Groups, command
 from services.cli.output import Column
 
+DEPLOYMENT_COLUMNS = [
+    Column("ID", "id"),
+    Column("Config ID", "config_id"),
+    Column("Server ID", "server_id"),
+    Column("Action", "action"),
+    Column("Status", "status"),
+]
 LIST_COLUMNS = [
     Column("ID", "id"),
     Column("Name", "name"),
@@ -48,6 +63,49 @@ def register(groups: Groups) -> None:
     listing.add_argument("--marker", help="start after the config with this id")
     delete = command(actions, "delete", delete_configs, help="delete software configs", common=groups.common)
     delete.add_argument("configs", metavar="CONFIG", nargs="+")
+
+    register_deployments(groups)
+
+
+def register_deployments(groups: Groups) -> None:
+    deployment = groups("software").add_parser(
+        "deployment", help="show, list and delete software deployments", description="software deployments"
+    )
+    deployment.set_defaults(parser=deployment)
+    actions = deployment.add_subparsers(dest="deployment_action", required=True, metavar="ACTION")
+    listing = command(
+        actions, "list", list_deployments, help="list software deployments", common=groups.common
+    )
+    listing.add_argument("--server", help="only the deployments to this server")
+    show = command(actions, "show", show_deployment, help="show a software deployment", common=groups.common)
+    show.add_argument("deployment", metavar="DEPLOYMENT")
+    delete = command(
+        actions, "delete", delete_deployments, help="delete software deployments", common=groups.common
+    )
+    delete.add_argument("deployments", metavar="DEPLOYMENT", nargs="+")
+    output = actions.add_parser("output", help="a deployment's outputs")
+    output.set_defaults(parser=output)
+    output_actions = output.add_subparsers(dest="output_action", required=True, metavar="ACTION")
+    output_show = command(
+        output_actions,
+        "show",
+        show_deployment_output,
+        help="show a deployment's outputs",
+        common=groups.common,
+    )
+    output_show.add_argument("deployment", metavar="DEPLOYMENT")
+    output_show.add_argument("output", metavar="OUTPUT", nargs="?", help="one output (default: all)")
+    metadata = actions.add_parser("metadata", help="the configs a server's agent runs")
+    metadata.set_defaults(parser=metadata)
+    metadata_actions = metadata.add_subparsers(dest="metadata_action", required=True, metavar="ACTION")
+    metadata_show = command(
+        metadata_actions,
+        "show",
+        show_metadata,
+        help="show a server's deployment metadata",
+        common=groups.common,
+    )
+    metadata_show.add_argument("server", metavar="SERVER")
 
 
 def _read(path: Path) -> str:
@@ -108,4 +166,41 @@ async def delete_configs(args: argparse.Namespace, ctx: Context) -> int:
     for config in args.configs:
         await ctx.api.request("DELETE", f"software_configs/{segment(config)}")
         print(f"Deleted software config {config}.", file=ctx.console.err)
+    return 0
+
+
+async def list_deployments(args: argparse.Namespace, ctx: Context) -> int:
+    params = {"server_id": args.server} if args.server is not None else None
+    listed = await ctx.api.get("software_deployments", params=params)
+    ctx.print(ctx.output.rows(listed["software_deployments"], DEPLOYMENT_COLUMNS))
+    return 0
+
+
+async def show_deployment(args: argparse.Namespace, ctx: Context) -> int:
+    shown = await ctx.api.get(f"software_deployments/{segment(args.deployment)}")
+    ctx.print(ctx.output.record(shown["software_deployment"]))
+    return 0
+
+
+async def show_deployment_output(args: argparse.Namespace, ctx: Context) -> int:
+    shown = (await ctx.api.get(f"software_deployments/{segment(args.deployment)}"))["software_deployment"]
+    outputs = dict(shown.get("output_values") or {})
+    if args.output is not None:
+        if args.output not in outputs:
+            raise CliError(f"deployment {args.deployment} has no output {args.output!r}")
+        outputs = {args.output: outputs[args.output]}
+    ctx.print(ctx.output.record(outputs))
+    return 0
+
+
+async def show_metadata(args: argparse.Namespace, ctx: Context) -> int:
+    shown = await ctx.api.get(f"software_deployments/metadata/{segment(args.server)}")
+    ctx.print(json.dumps(shown["metadata"], indent=2))
+    return 0
+
+
+async def delete_deployments(args: argparse.Namespace, ctx: Context) -> int:
+    for deployment in args.deployments:
+        await ctx.api.request("DELETE", f"software_deployments/{segment(deployment)}")
+        print(f"Deleted software deployment {deployment}.", file=ctx.console.err)
     return 0

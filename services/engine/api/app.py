@@ -26,6 +26,7 @@ from services.engine.api.errors import error_middleware, not_found, unauthorized
 from services.engine.api.live import on_shutdown_close_streams
 from services.engine.api.openapi import openapi_route
 from services.engine.api.software_configs import SoftwareConfigRoutes
+from services.engine.api.software_deployments import SoftwareDeploymentRoutes
 from services.engine.api.stacks import StackRoutes
 from shared.health import Readiness
 
@@ -54,6 +55,7 @@ def build_app(
             StackRoutes(api).routes()
             + CatalogRoutes(api).routes()
             + SoftwareConfigRoutes(api).routes()
+            + SoftwareDeploymentRoutes(api).routes()
             + dashboard_routes()
         )
     # A body holds a template, an environment and files: room for twice the template limit.

@@ -53,6 +53,18 @@ def may_be_handle_signal(method: str, parts: list[str], token: str) -> bool:
     )
 
 
+def may_be_agent_request(method: str, parts: list[str], token: str) -> bool:
+    """Whether an unauthenticated request could be a server's agent with its own token
+    (a Sandbox::Server's `agent_token`, handle-shaped): GET
+    /v1/{project}/software_deployments/metadata/{server} or PUT
+    /v1/{project}/software_deployments/{id} (checked by the handler)."""
+    if HANDLE_TOKEN.fullmatch(token) is None or len(parts) < 5 or parts[3] != "software_deployments":
+        return False
+    if method == "GET":
+        return len(parts) == 6 and parts[4] == "metadata"
+    return method == "PUT" and len(parts) == 5
+
+
 #: Methods that never change anything.
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -154,6 +166,8 @@ def auth_middleware(
         if principal is None:
             if may_be_handle_signal(request.method, parts, token):
                 return await handler(request)  # a handle's own token may signal it (checked there)
+            if may_be_agent_request(request.method, parts, token):
+                return await handler(request)  # a server's agent token (checked there)
             if keystone is not None and token:
                 principal = await keystone.authenticate(token)
             if principal is None:

@@ -51,24 +51,14 @@ class Unsupported:
         return MESSAGES[self.what]
 
 
-SOFTWARE_DEPLOYMENTS = "software deployments"
 SERVICES = "the service list"
 MESSAGES = {
-    SOFTWARE_DEPLOYMENTS: "Software deployments are not supported by Converge",
     SERVICES: "The orchestration service list is not supported by Converge: see /healthcheck and /readyz",
 }
 
 _V1 = "/v1/{project_id}"
 #: Heat endpoints with no stack in the path that Converge does not implement.
-UNSUPPORTED = (
-    Unsupported("GET", f"{_V1}/services", SERVICES),
-    Unsupported("GET", f"{_V1}/software_deployments", SOFTWARE_DEPLOYMENTS),
-    Unsupported("POST", f"{_V1}/software_deployments", SOFTWARE_DEPLOYMENTS),
-    Unsupported("GET", f"{_V1}/software_deployments/metadata/{{server_id}}", SOFTWARE_DEPLOYMENTS),
-    Unsupported("GET", f"{_V1}/software_deployments/{{deployment_id}}", SOFTWARE_DEPLOYMENTS),
-    Unsupported("PUT", f"{_V1}/software_deployments/{{deployment_id}}", SOFTWARE_DEPLOYMENTS),
-    Unsupported("DELETE", f"{_V1}/software_deployments/{{deployment_id}}", SOFTWARE_DEPLOYMENTS),
-)
+UNSUPPORTED = (Unsupported("GET", f"{_V1}/services", SERVICES),)
 
 
 def not_supported(message: str) -> web.HTTPException:

@@ -393,8 +393,8 @@ def _components() -> Json:
         "type_name": "A resource type, e.g. OS::Heat::TestResource.",
         "version": "A template version, e.g. heat_template_version.2016-10-14.",
         "config_id": "A software config's id (a UUID).",
-        "deployment_id": "A software deployment's id (not supported by Converge).",
-        "server_id": "A server's id (not supported by Converge).",
+        "deployment_id": "A software deployment's id (a UUID).",
+        "server_id": "The id of a server deployed to.",
         "snapshot_id": "A snapshot's id (a UUID).",
     }
     return {
@@ -809,6 +809,71 @@ def _software_config_paths() -> Json:
     }
 
 
+_SOFTWARE_DEPLOYMENT = _object(
+    {
+        "id": {"type": "string", "format": "uuid"},
+        "config_id": {"type": "string", "format": "uuid", "description": "The config the server runs."},
+        "server_id": {"type": "string"},
+        "input_values": {"type": "object"},
+        "output_values": {"type": "object", "description": "What the server's agent reported."},
+        "action": {"type": "string", "enum": ["INIT", "CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"]},
+        "status": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETE", "FAILED"]},
+        "status_reason": {"type": "string"},
+        "creation_time": {"type": "string", "format": "date-time"},
+        "updated_time": {"type": ["string", "null"], "format": "date-time"},
+    }
+)
+
+
+def _software_deployment_paths() -> Json:
+    deployments = "/v1/{project_id}/software_deployments"
+    one = ("project_id", "deployment_id")
+    shown = _json(_object({"software_deployment": _SOFTWARE_DEPLOYMENT}), "The deployment.")
+    return {
+        deployments: {
+            "get": _operation(
+                "List the project's software deployments (to one server with server_id), oldest first",
+                {"200": _json(_list_of("software_deployments", _SOFTWARE_DEPLOYMENT), "OK.")},
+                params=("project_id",),
+                query=(_query("server_id", {"type": "string"}, "Only the deployments to this server."),),
+                tag="software",
+            ),
+            "post": _operation(
+                "Create a software deployment of a config to a server",
+                {"200": shown},
+                params=("project_id",),
+                body=_SOFTWARE_DEPLOYMENT,
+                tag="software",
+            ),
+        },
+        f"{deployments}/metadata/{{server_id}}": {
+            "get": _operation(
+                "The derived configs a server's agent runs (a project token, or the server's agent token)",
+                {"200": _json(_list_of("metadata", _SOFTWARE_CONFIG), "OK.")},
+                params=("project_id", "server_id"),
+                tag="software",
+            )
+        },
+        f"{deployments}/{{deployment_id}}": {
+            "get": _operation("Show a software deployment", {"200": shown}, params=one, tag="software"),
+            "put": _operation(
+                "Update a software deployment; a final status on one in progress is its server's signal "
+                "(a project token, or the server's agent token)",
+                {"200": shown},
+                params=one,
+                body=_SOFTWARE_DEPLOYMENT,
+                tag="software",
+            ),
+            "delete": _operation(
+                "Delete a software deployment",
+                {"204": {"description": "Deleted."}},
+                params=one,
+                tag="software",
+            ),
+        },
+    }
+
+
 def _unsupported_paths() -> Json:
     """Heat endpoints Converge does not implement: each answers 501 naming what."""
     paths: Json = {}
@@ -848,6 +913,7 @@ def openapi_document() -> Json:
             **_stack_paths(),
             **_catalog_paths(),
             **_software_config_paths(),
+            **_software_deployment_paths(),
             **_unsupported_paths(),
         },
         "components": _components(),

@@ -11,9 +11,8 @@ Heat's shapes: `{"software_config": {...}}` with id, name, group, config,
 inputs, outputs, options and creation_time; a list shows id, name, group and
 creation_time. A config is found only in its own project: another project's
 is 404 exactly as an unknown id. The config resource types
-(`services.engine.configs`) store theirs in the same table. Heat refuses to
-delete a config a software deployment uses; Converge has no deployments yet,
-so every config can be deleted.
+(`services.engine.configs`) store theirs in the same table. A config a
+software deployment runs cannot be deleted (400), as in Heat.
 """
 
 from __future__ import annotations
@@ -105,7 +104,7 @@ class SoftwareConfigRoutes:
             raise too_large("software config config is too large", limit=limit, size=size)
         stored = {
             "config": body.config,
-            "inputs": [i.model_dump() for i in body.inputs or []],
+            "inputs": [i.stored() for i in body.inputs or []],
             "outputs": [o.model_dump() for o in body.outputs or []],
             "options": dict(body.options or {}),
         }
@@ -143,6 +142,9 @@ class SoftwareConfigRoutes:
         project = url_project(request)
         config_id = _config_id(request.match_info["config_id"])
         async with self._d.store.transaction() as tx:
+            if await tx.config_in_use(project, config_id):  # as Heat: a deployment runs it
+                refused = f"Software config with id {config_id} can not be deleted as it is referenced."
+                raise bad_request(refused)
             deleted = await tx.delete_software_config(project, config_id)
         if not deleted:
             raise not_found(f"Software config with id {config_id} not found")

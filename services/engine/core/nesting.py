@@ -32,6 +32,11 @@ of a batch `depends_on` every member of the batch before, so the child's
 convergence works on one batch at a time (`batches`). `pause_time` is the
 wait before each batch after the first (`BATCH_PAUSE_SECTION`).
 
+A deployment group (`OS::Heat::SoftwareDeploymentGroup`, `StructuredDeploymentGroup`)
+is a child of one deployment per entry of its `servers` map, named by the entry's
+name (`deployment_group_template`); its attributes are maps of name -> the member's
+(`deploy_stdouts`, `deploy_stderrs`, `deploy_status_codes`, and every output).
+
 An AutoScalingGroup's child is built the same way from its `resource`, sized
 by `core.scaling` (`scaling_template`): its members oldest first, the next
 unused index and the desired_capacity its size came from (`ScalingState`)
@@ -83,13 +88,22 @@ from shared.plugins.builtin.nested import (
     StackProperties,
 )
 from shared.plugins.builtin.nested import NestedStack as _NestedStack
+from shared.plugins.builtin.software_deployment import (
+    DEPLOYMENT_GROUP_TYPES,
+    MEMBER_TYPES,
+    SoftwareDeploymentGroupProperties,
+    StructuredDeploymentGroupProperties,
+    group_members,
+)
+from shared.plugins.builtin.software_deployment import group_attributes as deployment_group_attributes
 
 STACK_TYPE = _NestedStack.type_name
 GROUP_TYPE = ResourceGroup.type_name
 SCALING_TYPE = AutoScalingGroup.type_name
-NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE})
-#: Types whose attributes come from their members (a child stack's resources).
-MEMBER_TYPES = frozenset({GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE})
+DEPLOYMENT_GROUPS = frozenset(DEPLOYMENT_GROUP_TYPES)
+NESTED_TYPES = frozenset({STACK_TYPE, GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE, *DEPLOYMENT_GROUPS})
+#: Types whose attributes come from their child's members (see `child_attributes`).
+MEMBER_GROUPS = frozenset({GROUP_TYPE, SCALING_TYPE, CHAIN_TYPE, *DEPLOYMENT_GROUPS})
 #: Outputs of an AutoScalingGroup's child template keeping its state (see `ScalingState`).
 SCALING_STATE_OUTPUT = "converge_scaling_state"
 #: A scaling policy's cooldown record (`core.scaling.Cooldown`), on its row's attributes.
@@ -101,7 +115,15 @@ GROUP_TEMPLATE_VERSION = "2016-10-14"
 _NAME_LIMIT = 200  # child stack names stay well under the API's limits
 _NO_DEFINITION = ResourceDefinition(type="OS::Heat::None")  # a group whose definition is not known yet
 _NO_INDEX_VAR = "\x00no index\x00"  # an AutoScalingGroup's members are copies: nothing is replaced
-M = TypeVar("M", StackProperties, GroupProperties, AutoScalingGroupProperties, ChainProperties)
+M = TypeVar(
+    "M",
+    StackProperties,
+    GroupProperties,
+    AutoScalingGroupProperties,
+    ChainProperties,
+    SoftwareDeploymentGroupProperties,
+    StructuredDeploymentGroupProperties,
+)
 
 
 def is_nested(type_name: str) -> bool:
@@ -299,6 +321,15 @@ def child_goal(
             raise NestedInvalid(f"{type_name} property {problem}")
         template = chain_template(chain, budget or Budget(limits), GROUP_TEMPLATE_VERSION)
         return ChildGoal(template, env, {}, dict(files), timeout_mins)
+    if type_name in DEPLOYMENT_GROUPS:
+        schema = (
+            StructuredDeploymentGroupProperties
+            if type_name == "OS::Heat::StructuredDeploymentGroup"
+            else SoftwareDeploymentGroupProperties
+        )
+        deployments = _validated(schema, props, type_name)
+        template = deployment_group_template(type_name, deployments, limits, budget or Budget(limits))
+        return ChildGoal(template, env, {}, dict(files), timeout_mins)
     if is_template_reference(type_name):
         content = files.get(type_name)
         if content is None:
@@ -475,6 +506,33 @@ def _substitute(value: Any, variable: str, index: str) -> Any:
     if isinstance(value, dict):
         return {k: _substitute(v, variable, index) for k, v in value.items()}
     return value
+
+
+# -- deployment groups ------------------------------------------------------------
+
+
+def deployment_group_template(
+    type_name: str, group: SoftwareDeploymentGroupProperties, limits: TemplateLimits, budget: Budget
+) -> dict[str, Any]:
+    """A deployment group's child template: one deployment (of the member type) per
+    server, named by the server's name in `servers`. Its size is checked first and
+    every member is paid for (`budget`) before any is built."""
+    if len(group.servers) > limits.max_resources:
+        raise NestedInvalid(
+            f"{type_name} property servers: {len(group.servers)} servers are more than a stack may hold "
+            f"(max_resources {limits.max_resources}; raise it with {SETTINGS['max_resources']})"
+        )
+    members = group_members(group)
+    for properties in members.values():
+        nodes, chars = measure(properties)
+        budget.charge(items=nodes, chars=chars)
+    return {
+        "heat_template_version": GROUP_TEMPLATE_VERSION,
+        "resources": {
+            name: {"type": MEMBER_TYPES[type_name], "properties": properties}
+            for name, properties in members.items()
+        },
+    }
 
 
 # -- autoscaling groups ---------------------------------------------------------
@@ -666,6 +724,8 @@ def child_attributes(
         return scaling_attributes(members, ScalingState.read(values.get(SCALING_STATE_OUTPUT)))
     if type_name == CHAIN_TYPE:
         return chain_attributes(group_attributes(members, []))
+    if type_name in DEPLOYMENT_GROUPS:
+        return deployment_group_attributes({m.name: m.attributes for m in members})
     if type_name == GROUP_TYPE:
         removed = values.get("removed_rsrc_list")
         return group_attributes(members, [str(r) for r in removed] if isinstance(removed, list) else [])

@@ -25,7 +25,7 @@ import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.core.nesting import (
-    MEMBER_TYPES,
+    MEMBER_GROUPS,
     SCALING_TYPE,
     Member,
     child_attributes,
@@ -180,7 +180,7 @@ class Answers:
                 data[name] = reference_data(r, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
-            if owner_type in MEMBER_TYPES
+            if owner_type in MEMBER_GROUPS
             else []
         )
         return child_attributes(

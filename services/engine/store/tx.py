@@ -34,6 +34,7 @@ from services.engine.store.prefetch import NodeState, Prefetched, Watched
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.software_configs import SoftwareConfigStatements
+from services.engine.store.software_deployments import SoftwareDeploymentStatements
 from services.engine.store.tenancy import TenancyStatements
 
 Conn = asyncpg.Connection | PoolConnectionProxy
@@ -133,6 +134,7 @@ class Tx(
     ParityStatements,
     SnapshotStatements,
     SoftwareConfigStatements,
+    SoftwareDeploymentStatements,
 ):
     def __init__(self, conn: Conn, *, engine_id: uuid.UUID | None = None) -> None:
         self._c: Any = conn  # `Watched` while prefetched rows are served

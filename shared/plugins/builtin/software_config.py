@@ -54,6 +54,13 @@ class ConfigInput(BaseModel):
     replace_on_change: bool = Field(
         False, description="Replace the deployment instead of updating it when the input value changes."
     )
+    value: Any = Field(
+        None, description="The input's value (a derived config carries it, as a deployment gives it)."
+    )
+
+    def stored(self) -> dict[str, Any]:
+        """As stored and shown: `value` only when one was given."""
+        return self.model_dump(exclude=set() if "value" in self.model_fields_set else {"value"})
 
 
 class ConfigOutput(BaseModel):
@@ -154,7 +161,7 @@ def config_spec(props: Properties, referenced: Mapping[uuid.UUID, Any] | None = 
         return ConfigSpec(
             group=props.group,
             config=props.config,
-            inputs=[i.model_dump() for i in props.inputs or []],
+            inputs=[i.stored() for i in props.inputs or []],
             outputs=[o.model_dump() for o in props.outputs or []],
             options=dict(props.options or {}),
         )

@@ -243,3 +243,39 @@ async def test_without_a_sandbox_endpoint_the_error_names_the_setting(
     no_endpoints = sandbox.make_ctx(http=http)
     with pytest.raises(PermanentError, match="no sandbox endpoint is configured; set CONVERGE_SANDBOX_URL"):
         await SandboxNetwork().create(no_endpoints, spec(SandboxNetwork))
+
+
+async def test_a_server_gets_an_agent_with_its_own_token_kept_through_updates(
+    sandbox: Sandbox, http: HttpGateway
+) -> None:
+    ctx = sandbox.ctx("job-agent", http=http, api_url="http://converge.example:8004")
+    props = spec(SandboxServer, image="cirros")
+    created = await SandboxServer().create(ctx, props)
+    assert created.physical_id is not None
+    token = created.attributes["agent_token"]
+    assert isinstance(token, str)
+    assert len(token) == 48
+    agent = sandbox.service.agents.get(created.physical_id)
+    assert agent is not None
+    assert (agent.api, agent.token) == ("http://converge.example:8004/v1/proj1", token)
+    again = await SandboxServer().create(ctx, props)  # a redelivered create: same server, same token
+    assert (again.physical_id, again.attributes["agent_token"]) == (created.physical_id, token)
+    sandbox.clock.advance(LATENCY)
+    renamed = spec(SandboxServer, image="cirros", name="renamed")
+    updated = await SandboxServer().update(ctx, created.physical_id, props, renamed)
+    assert updated.attributes["agent_token"] == token, "an update keeps the agent's token"
+    await SandboxServer().delete(ctx, created.physical_id, renamed)
+    assert sandbox.service.agents.get(created.physical_id) is None
+
+
+async def test_an_agent_is_refused_for_no_server_or_a_bad_api(sandbox: Sandbox) -> None:
+    from shared.errors import InvalidInput, NotFound
+
+    volume = sandbox.service.create(Kind.VOLUME, {"size": 1}, idempotency_key=None).resource["id"]
+    with pytest.raises(NotFound):
+        sandbox.service.set_agent(volume, {"api": "http://x/v1/p", "token": "t"})
+    server = sandbox.service.create(Kind.SERVER, {"image": "cirros"}, idempotency_key=None).resource["id"]
+    with pytest.raises(InvalidInput, match="api"):
+        sandbox.service.set_agent(server, {"api": "file:///etc/passwd", "token": "t"})
+    with pytest.raises(InvalidInput, match="token"):
+        sandbox.service.set_agent(server, {"api": "http://x/v1/p", "token": ""})

@@ -151,3 +151,15 @@ def test_a_restored_cloud_replays_a_seen_idempotency_key_and_refuses_its_reuse()
     assert (replay.replayed, replay.resource["id"], twin.created) == (True, made["id"], 1)
     with pytest.raises(InvalidInput, match="already used for a different volume"):
         twin.create(Kind.VOLUME, {"size": 2}, now=2, idempotency_key="job-1")
+
+
+def test_a_servers_agent_is_kept_by_its_record_and_an_older_record_has_none() -> None:
+    cloud = Cloud(latency=1.0, failure_rate=0.0, rng=random.Random(1))
+    server_id = cloud.create(Kind.SERVER, {"image": "cirros"}, now=0.0).resource["id"]
+    res = cloud.resource(server_id)
+    assert res is not None
+    res.agent = ("http://converge:8004/v1/p", "t" * 48)
+    record = json.loads(json.dumps(resource_record(res)))
+    assert resource_from_record(record).agent == ("http://converge:8004/v1/p", "t" * 48)
+    del record["agent"]  # written before agents existed
+    assert resource_from_record(record).agent is None

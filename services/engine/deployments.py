@@ -1,0 +1,365 @@
+"""The deployment resource types' jobs and the agent's signals, run by the engine.
+
+Where it sits: `checks.Convergence` issues a job for an OS::Heat::SoftwareDeployment
+or StructuredDeployment like any job, and `configs.run_config_job` hands it
+here, in the transaction that issues it (the engine is the only writer of
+`software_deployments`):
+
+- create / update: the source config (property `config`) and the inputs give a
+  derived config (`shared.plugins.builtin.software_deployment.derived_config`),
+  written to `software_configs`; the deployment row points at it, IN_PROGRESS,
+  and the job waits: no result is sent until the server's agent signals
+  (`signalled`). NO_SIGNAL, or an action not in `actions`, completes at once.
+  The ids are made from the job id, so a job run twice writes one deployment
+  and one derived config. An update replaces the derived config (the old one
+  is deleted) and keeps the deployment's id.
+- delete: the deployment and its derived config go at once (the DELETE action
+  is not delivered to the server); check: the deployment must still exist;
+  suspend / resume: nothing is delivered.
+
+A signal (a resource signal, or `PUT /software_deployments/{id}` with a final
+status) records the outputs and status on the deployment, and when the
+deployment belongs to a resource whose job waits for it, sends that job's
+`JobResult` through the outbox (`<job>:signalled`, so a repeated signal is one
+result). The recovery never sends a deployment job again: either it is
+waiting for the agent, or its result left with the transaction that ran it.
+A deployment waits for its signal at most CONVERGE_DEPLOYMENT_WAIT_SECONDS (and no
+longer than its stack's timeout): the recovery sweep fails it after that
+(`wait_expired`), so no stack waits for a silent server for ever.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.effects import Effects
+from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.tx import Tx
+from shared.errors import ConflictError, NotFound, PermanentError
+from shared.plugins import ResourceType
+from shared.plugins.builtin.software_deployment import (
+    DEPLOYMENT_TYPES,
+    NO_SIGNAL,
+    STANDARD_OUTPUTS,
+    DeployContext,
+    SignalOutcome,
+    SoftwareDeploymentProperties,
+    derived_config,
+    signal_outcome,
+)
+from shared.plugins.runtime import validate_properties
+from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult, ResourceJob
+
+IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
+#: How long a deployment waits for its server's signal by default (CONVERGE_DEPLOYMENT_WAIT_SECONDS).
+WAIT_SECONDS = 3600.0
+
+
+def is_deployment_type(type_name: str) -> bool:
+    return type_name in DEPLOYMENT_TYPES
+
+
+#: Stack operations whose check does not wait for a deployment's signal: its new job
+#: preempts the wait (a stack delete or rollback must not hang on a silent server).
+PREEMPTING_ACTIONS = frozenset({Action.DELETE, Action.ROLLBACK})
+
+
+def preempted(stack: StackRow, row: ResourceRow) -> bool:
+    """Whether a check of `stack`'s current operation takes `row` from the deployment job
+    waiting on it (instead of waiting for that job's outcome)."""
+    return row.type in DEPLOYMENT_TYPES and stack.action in PREEMPTING_ACTIONS
+
+
+def deployment_id_of(job_id: str) -> uuid.UUID:
+    """The deployment a create job makes: the same on every run of the job."""
+    return uuid.uuid5(uuid.NAMESPACE_OID, f"converge-software-deployment:{job_id}")
+
+
+def derived_config_id_of(job_id: str) -> uuid.UUID:
+    """The derived config a create or update job writes."""
+    return uuid.uuid5(uuid.NAMESPACE_OID, f"converge-derived-config:{job_id}")
+
+
+def _parsed(text: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text) if text else None
+    except ValueError:
+        return None
+
+
+def _result(job: ResourceJob, outcome: JobOutcome, **fields: Any) -> JobResult:
+    return JobResult.for_job(job, outcome, reporter="result", **fields)
+
+
+def attributes_of(record: DeploymentRecord) -> dict[str, Any]:
+    """The resource's attributes: the three standard outputs (None until signalled) and
+    every output the agent reported."""
+    return {**dict.fromkeys(STANDARD_OUTPUTS), **dict(record.output_values)}
+
+
+async def _source(tx: Tx, project_id: str, config: str | None) -> Mapping[str, Any]:
+    """The source config's stored fields ({} without a config)."""
+    if config is None:
+        return {}
+    config_id = _parsed(config)
+    found = await tx.software_config(project_id, config_id) if config_id is not None else None
+    if found is None:
+        raise PermanentError(f"config: Software config with id {config} not found")
+    return found.config
+
+
+async def _write_derived(
+    tx: Tx, job: ResourceJob, props: SoftwareDeploymentProperties, action: str
+) -> uuid.UUID:
+    source = await _source(tx, job.project_id, props.config)
+    deploy = DeployContext(
+        server_id=props.server,
+        action=action,
+        stack_id=f"{job.stack_name}/{job.stack_id}",
+        resource_name=job.resource_name,
+        signal_transport=props.signal_transport,
+    )
+    stored = derived_config(source, props, deploy)
+    group = "Heat::Ungrouped"
+    if props.config is not None:
+        found = await tx.software_config(job.project_id, uuid.UUID(props.config))
+        group = found.group if found is not None else group
+    name = props.name or f"{job.stack_name}-{job.resource_name}"
+    made = await tx.insert_software_config(
+        derived_config_id_of(job.job_id), job.project_id, name, group, stored
+    )
+    return made.config_id
+
+
+async def run_deployment_job(
+    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]
+) -> JobResult | None:
+    """Run `job` against the deployment table: its result, or None while the job waits for
+    the server's signal. A bad input is a failed result with the reason."""
+    try:
+        return await _run(tx, job, types)
+    except PermanentError as exc:
+        return _result(
+            job,
+            JobOutcome.FAILED,
+            physical_id=job.physical_id,
+            reason=f"Resource {job.action.upper()} failed: {exc}",
+        )
+
+
+async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]) -> JobResult | None:
+    cls = types.get(job.resource_type)
+    if cls is None:
+        raise PermanentError(f"unknown resource type {job.resource_type!r}")
+    existing = _parsed(job.physical_id)
+    record = await tx.software_deployment(job.project_id, existing) if existing is not None else None
+    if job.action is JobAction.DELETE:
+        if record is not None:
+            await tx.delete_software_deployment(job.project_id, record.deployment_id)
+            await tx.delete_software_config(job.project_id, record.config_id)
+        return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id)
+    if job.action in (JobAction.CREATE, JobAction.UPDATE):
+        props = validate_properties(cls.properties, job.properties, "properties")
+        assert isinstance(props, SoftwareDeploymentProperties)
+        action = "CREATE" if job.action is JobAction.CREATE else "UPDATE"
+        if job.action is JobAction.UPDATE and record is None:
+            raise PermanentError("the software deployment no longer exists")
+        config_id = await _write_derived(tx, job, props, action)
+        waits = action in props.actions and props.signal_transport != NO_SIGNAL
+        status = IN_PROGRESS if waits else COMPLETE
+        reason = "Deploy data available" if waits else "Not waiting for outputs signal"
+        if record is None:
+            await _own(tx, job, deployment_id_of(job.job_id))
+            record = await tx.insert_software_deployment(
+                deployment_id_of(job.job_id),
+                job.project_id,
+                server_id=props.server,
+                config_id=config_id,
+                input_values=props.input_values,
+                action=action,
+                status=status,
+                status_reason=reason,
+                stack_id=uuid.UUID(job.stack_id),
+                resource_name=job.resource_name,
+            )
+        elif record.config_id != config_id:  # not a replay of this very job
+            old = record.config_id
+            updated = await tx.update_software_deployment(
+                job.project_id,
+                record.deployment_id,
+                config_id=config_id,
+                input_values=props.input_values,
+                action=action,
+                status=status,
+                status_reason=reason,
+            )
+            assert updated is not None
+            record = updated
+            await tx.delete_software_config(job.project_id, old)
+        if waits:
+            return None  # the server's signal completes the job (`signalled`)
+        return _result(
+            job, JobOutcome.COMPLETE, physical_id=str(record.deployment_id), attributes=attributes_of(record)
+        )
+    if record is None:
+        if job.action is JobAction.CHECK:
+            return _result(
+                job,
+                JobOutcome.GONE,
+                physical_id=job.physical_id,
+                reason="the software deployment no longer exists",
+            )
+        raise PermanentError("the software deployment no longer exists")
+    if job.action is JobAction.SNAPSHOT:
+        raise PermanentError(f"{job.resource_type} takes no snapshots")
+    return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id, attributes=attributes_of(record))
+
+
+async def _own(tx: Tx, job: ResourceJob, deployment_id: uuid.UUID) -> None:
+    """Put the deployment's id on the resource's row now, not when the signal comes: a
+    delete or a timeout before the signal then finds (and deletes) the deployment."""
+    row = await tx.resource(job.resource_id)
+    if row is None or row.current_job != job.job_id or row.physical_id is not None:
+        return
+    if not await tx.update_resource(row, physical_id=str(deployment_id)):
+        raise ConflictError(f"resource {row.name} changed while its deployment was written")
+
+
+async def reap_deployment(tx: Tx, result: JobResult) -> None:
+    """A stale create result: delete the deployment and its derived config."""
+    made = _parsed(result.physical_id)
+    if made is None:
+        return
+    record = await tx.software_deployment(result.project_id, made)
+    if record is not None:
+        await tx.delete_software_deployment(result.project_id, made)
+        await tx.delete_software_config(result.project_id, record.config_id)
+
+
+def waiting_deployment_id(row: ResourceRow) -> uuid.UUID | None:
+    """The deployment the row's running job waits for, if any."""
+    if row.current_job is None or row.status is not Status.IN_PROGRESS:
+        return None
+    if row.action.value == "CREATE":
+        return deployment_id_of(row.current_job)
+    if row.action.value == "UPDATE":
+        return _parsed(row.physical_id)
+    return None
+
+
+def _job_result(row: ResourceRow, record: DeploymentRecord, ok: bool, reason: str) -> JobResult:
+    assert row.current_job is not None
+    action = JobAction.UPDATE if row.action.value == "UPDATE" else JobAction.CREATE
+    return JobResult(
+        id=f"{row.current_job}:signalled",
+        job_id=row.current_job,
+        stack_id=str(row.stack_id),
+        traversal_id=str(row.traversal_id),
+        resource_id=row.resource_id,
+        resource_name=row.name,
+        action=action,
+        outcome=JobOutcome.COMPLETE if ok else JobOutcome.FAILED,
+        physical_id=str(record.deployment_id),
+        attributes=attributes_of(record),
+        reason="" if ok else f"Resource {action.value.upper()} failed: {reason}",
+        resource_type=row.type,
+        project_id=record.project_id,
+    )
+
+
+async def signalled(
+    tx: Tx, record: DeploymentRecord, outcome: SignalOutcome, fx: Effects, *, status_reason: str | None = None
+) -> DeploymentRecord:
+    """Record the agent's outcome on an IN_PROGRESS deployment and complete the job waiting
+    for it. A deployment not in progress keeps its state (Heat ignores such a signal)."""
+    if record.status != IN_PROGRESS:
+        return record
+    status = COMPLETE if outcome.ok else FAILED
+    updated = await tx.update_software_deployment(
+        record.project_id,
+        record.deployment_id,
+        output_values=outcome.output_values,
+        status=status,
+        status_reason=status_reason if status_reason is not None else outcome.reason,
+    )
+    assert updated is not None
+    if updated.stack_id is not None and updated.resource_name is not None:
+        rows = await tx.current_resources(StackId(updated.stack_id), [updated.resource_name])
+        row = rows.get(updated.resource_name)
+        if row is not None and waiting_deployment_id(row) == updated.deployment_id:
+            fx.emit(ENGINE_QUEUE, _job_result(row, updated, outcome.ok, updated.status_reason))
+    return updated
+
+
+async def wait_expired(
+    tx: Tx, project_id: str, row: ResourceRow, *, waited: float, limit: float, fx: Effects
+) -> bool:
+    """The recovery sweep's check of a deployment row: when its job has waited `limit`
+    seconds or more for the server's signal, the deployment fails as a failed signal
+    would fail it (its job's result sent), and True."""
+    deployment_id = waiting_deployment_id(row)
+    if deployment_id is None or waited < limit:
+        return False
+    record = await tx.software_deployment(project_id, deployment_id, lock=True)
+    if record is None or record.status != IN_PROGRESS:
+        return False
+    reason = f"Deployment timed out: no signal from server {record.server_id} within {limit:g}s"
+    await signalled(tx, record, SignalOutcome(False, dict(record.output_values), reason), fx)
+    return True
+
+
+async def declared_outputs(tx: Tx, record: DeploymentRecord) -> list[Mapping[str, Any]]:
+    config = await tx.software_config(record.project_id, record.config_id)
+    return list(config.config.get("outputs") or []) if config is not None else []
+
+
+async def signal_resource(
+    tx: Tx, row: ResourceRow, project_id: str, details: Mapping[str, Any], fx: Effects
+) -> None:
+    """A resource signal to a deployment resource (HEAT_SIGNAL): the agent's outputs."""
+    deployment_id = waiting_deployment_id(row) or _parsed(row.physical_id)
+    record = (
+        await tx.software_deployment(project_id, deployment_id, lock=True)
+        if deployment_id is not None
+        else None
+    )
+    if record is None:
+        raise NotFound(f"{row.name} has no software deployment to signal")
+    outcome = signal_outcome(details, await declared_outputs(tx, record))
+    await signalled(tx, record, outcome, fx)
+
+
+async def agent_may(tx: Tx, project_id: str, server_id: str, token: str) -> bool:
+    """Whether `token` is the agent token of the server (compared in constant time)."""
+    if not token:
+        return False
+    tokens = await tx.server_agent_tokens(project_id, server_id)
+    return any(hmac.compare_digest(t.encode(), token.encode()) for t in tokens)
+
+
+async def update_deployment(
+    tx: Tx, project_id: str, deployment_id: uuid.UUID, changes: Mapping[str, Any], fx: Effects
+) -> DeploymentRecord:
+    """`PUT /software_deployments/{id}` (checked by the API): a final status on an
+    IN_PROGRESS deployment is its agent's signal (`signalled`, with the given outputs and
+    reason); every other change is written as given."""
+    record = await tx.software_deployment(project_id, deployment_id, lock=True)
+    if record is None:
+        raise NotFound(f"Software deployment with id {deployment_id} not found")
+    rest = dict(changes)
+    status = rest.get("status")
+    if record.status == IN_PROGRESS and status in (COMPLETE, FAILED):
+        outputs = dict(rest.pop("output_values", None) or record.output_values)
+        reason = rest.pop("status_reason", None)
+        rest.pop("status")
+        outcome = SignalOutcome(status == COMPLETE, outputs, reason or f"Outputs received ({status})")
+        record = await signalled(tx, record, outcome, fx, status_reason=reason)
+    if rest:
+        updated = await tx.update_software_deployment(project_id, deployment_id, **rest)
+        assert updated is not None
+        record = updated
+    return record
