@@ -3,7 +3,13 @@
 For every message: one transaction that claims the message id (inbox, so a
 redelivery changes nothing), reads the few rows the decision needs, applies
 the pure decision from `core.decide`, and writes rows, events and outgoing
-messages (outbox) together; the outbox is published after commit. A check
+messages (outbox) together; the outbox is published after commit. Node
+checks and job results usually come in batches (`handle_batch`, fed by
+`batching`): one transaction for the batch, its ids claimed and its rows read
+in one statement each (`store.prefetch`), each message decided in turn as it
+would be alone, its finished nodes settled once at the end (`settle`: the
+sync points they made ready, and the traversal's end when its last sinks are
+done), one outbox write and one publish. A check
 whose values need the template pool (yaql on an attribute) never waits for
 it in the transaction: it is rolled back, the values are resolved, and the
 message is handled again (`resolving.Resolved`).
