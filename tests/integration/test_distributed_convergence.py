@@ -3,8 +3,8 @@
 Real: PostgreSQL, RabbitMQ, every service as its own OS process, and a REST
 API on 127.0.0.1 managed through Converge::HTTP::Resource (its items are the
 real world the test checks). The test starts operations through the engine's
-operations layer in-process (the HTTP API arrives with its own issue); the
-processes do all the convergence work.
+operations layer in-process (the HTTP API in front of it is tested by
+tests/integration/test_api.py); the processes do all the convergence work.
 """
 
 from __future__ import annotations
