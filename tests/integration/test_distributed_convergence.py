@@ -26,6 +26,7 @@ from shared.plugins.registry import load_types
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import stack_settled
 
 pytestmark = pytest.mark.integration
 
@@ -88,14 +89,7 @@ async def operations(
 
 
 async def settled(pool: asyncpg.Pool, stack_id: uuid.UUID) -> tuple[str, str, str]:
-    async with asyncio.timeout(60):
-        while True:
-            row = await pool.fetchrow(
-                "SELECT action, status, status_reason FROM stacks WHERE stack_id = $1", stack_id
-            )
-            if row["status"] != "IN_PROGRESS":
-                return row["action"], row["status"], row["status_reason"]
-            await asyncio.sleep(0.05)
+    return await stack_settled(pool, stack_id, timeout=60)
 
 
 def web_tier(api: FakeApi, *, size: int, name: str, servers: int) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import pytest
 
 from services.engine.api.deps import ApiLimits
 from services.engine.core.model import StackId
-from tests.support.bus_fixtures import eventually
 from tests.support.heat_parity import HeatClients, serving
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import DB_URL, RUN_ID
-from tests.support.bus_fixtures import eventually
 from tests.support.databases import create_database, drop_database
 from tests.support.hostile import ALPHA, BETA, Api, Server, probing, start_server
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 

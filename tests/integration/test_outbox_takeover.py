@@ -22,7 +22,7 @@ from services.engine.store import Store, connect
 from services.engine.store.lease import LEASE_CLASS, EngineLease, lease_key
 from services.engine.store.migrate import migrate
 from shared.bus.memory import MemoryBus
-from tests.support.bus_fixtures import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -38,7 +38,9 @@ from typing import Any
 import pytest
 
 # pytest-asyncio's runner fixtures, one per loop scope (`_{scope}_scoped_runner`).
-RUNNERS = frozenset(f"_{scope}_scoped_runner" for scope in ("function", "class", "module", "package", "session"))
+RUNNERS = frozenset(
+    f"_{scope}_scoped_runner" for scope in ("function", "class", "module", "package", "session")
+)
 
 
 class LeakGuard:
