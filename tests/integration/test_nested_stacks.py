@@ -279,17 +279,17 @@ def waiting(value: str) -> dict[str, Any]:
 
 async def child_waiting(cv: Converge, top: uuid.UUID) -> uuid.UUID:
     """The child stack, once its wait condition waits (its operation is in progress)."""
-    async with asyncio.timeout(30):
-        while True:
-            row = await cv.pool.fetchrow(
-                """SELECT s.stack_id FROM stacks s JOIN resources r ON r.stack_id = s.stack_id
-                   WHERE s.owner_stack_id = $1 AND r.name = 'wait' AND r.current_job IS NOT NULL
-                     AND r.physical_id IS NOT NULL""",
-                top,
-            )
-            if row is not None:
-                return uuid.UUID(str(row["stack_id"]))
-            await asyncio.sleep(0.02)
+
+    async def waiting() -> asyncpg.Record | None:
+        return await cv.pool.fetchrow(
+            """SELECT s.stack_id FROM stacks s JOIN resources r ON r.stack_id = s.stack_id
+               WHERE s.owner_stack_id = $1 AND r.name = 'wait' AND r.current_job IS NOT NULL
+                 AND r.physical_id IS NOT NULL""",
+            top,
+        )
+
+    row = await eventually(waiting, every=0.02)
+    return uuid.UUID(str(row["stack_id"]))
 
 
 async def signal(cv: Converge, stack_id: uuid.UUID, *, gone_ok: bool = False) -> None:
