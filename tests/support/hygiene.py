@@ -108,7 +108,8 @@ def _release_registered(loop: asyncio.AbstractEventLoop) -> list[str]:
             continue
         handles = [h for h in (key.data if isinstance(key.data, tuple) else ()) if h is not None]
         owner = next((h._callback.__self__ for h in handles if hasattr(h._callback, "__self__")), None)
-        found.append(f"{type(owner).__name__ if owner is not None else 'file'} {_where(key.fd)}")
+        what = "server" if owner is loop else type(owner).__name__ if owner is not None else "file"
+        found.append(f"{what} {_where(key.fd)}")
         if isinstance(owner, asyncio.BaseTransport):
             owner.close()
         else:  # a listening socket: the loop accepts on it (`start_server`); the socket is an argument
@@ -122,9 +123,11 @@ def _release_registered(loop: asyncio.AbstractEventLoop) -> list[str]:
 
 def _where(fd: int) -> str:
     """The socket's addresses, read from a duplicate of its descriptor (or just the descriptor)."""
+    duplicate = os.dup(fd)
     try:
-        sock = socket.socket(fileno=os.dup(fd))
-    except OSError:
+        sock = socket.socket(fileno=duplicate)
+    except OSError:  # not a socket (a pipe)
+        os.close(duplicate)
         return f"(fd {fd})"
     with sock:
         local = _address(sock.getsockname())

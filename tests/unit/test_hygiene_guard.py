@@ -65,7 +65,7 @@ def test_a_server_left_open_errors_the_test_naming_its_address(pytester: pytest.
         """,
     )
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*open * listening on 127.0.0.1:*"])
+    result.stdout.fnmatch_lines(["*open server listening on 127.0.0.1:*"])
 
 
 def test_a_connection_left_open_errors_the_test_naming_its_peer(pytester: pytest.Pytester) -> None:
