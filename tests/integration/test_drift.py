@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api import call
+from tests.support.api import call
 from tests.support.convergence import Converge, converge
 from tests.support.waiting import eventually
 

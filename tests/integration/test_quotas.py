@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.engine.core.quotas import Quotas
-from tests.integration.test_api import call
+from tests.support.api import call
 from tests.support.convergence import converge
 
 pytestmark = pytest.mark.integration

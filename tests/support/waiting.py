@@ -5,7 +5,8 @@ waits for a dependency at start-up). A test that waits for something to
 become true (a row, a message handled, a log line, a process gone) calls
 `eventually`; the harnesses' `settled` (tests/support/convergence.py,
 distributed.py, service_cluster.py) wait for a stack's operation to end with
-`stack_settled`. A bound only limits how long a broken run takes: a slow
+`stack_settled`. Code that blocks (heatclient, in a worker thread) waits
+with `eventually_blocking`. A bound only limits how long a broken run takes: a slow
 machine makes the wait longer, never the test fail. When the bound passes,
 the error says what was awaited and what was last seen.
 """
@@ -14,22 +15,39 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import asyncpg
 
 T = TypeVar("T")
 
 
+@overload
 async def eventually(
-    probe: Callable[[], Awaitable[T]] | Callable[[], T],
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = ...,
+    every: float = ...,
+    what: str | None = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    probe: Callable[[], T | None], *, timeout: float = ..., every: float = ..., what: str | None = ...
+) -> T: ...
+
+
+async def eventually(
+    probe: Callable[[], Any],
     *,
     timeout: float = 30.0,
     every: float = 0.05,
     what: str | None = None,
-) -> T:
+) -> Any:
     """The first truthy result of `probe()` (awaited when it is awaitable), tried every
     `every` seconds for up to `timeout`; then AssertionError naming `what` (or the probe)
     and its last result. An error the probe raises is not caught: it ends the wait."""
@@ -42,13 +60,28 @@ async def eventually(
                 if inspect.isawaitable(last):
                     last = await last
                 if last:
-                    return last  # type: ignore[no-any-return]
+                    return last
                 await asyncio.sleep(every)
     except TimeoutError:
         if not waiting.expired():
             raise  # the probe's own
         name = what or getattr(probe, "__qualname__", repr(probe))
         raise AssertionError(f"{name} did not hold within {timeout} s (last: {last!r})") from None
+
+
+def eventually_blocking(
+    probe: Callable[[], T | None], *, timeout: float = 30.0, every: float = 0.05, what: str | None = None
+) -> T:
+    """`eventually` for blocking code (not on an event loop): `probe()`'s first truthy result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            name = what or getattr(probe, "__qualname__", repr(probe))
+            raise AssertionError(f"{name} did not hold within {timeout} s (last: {last!r})")
+        time.sleep(every)
 
 
 async def stack_settled(
