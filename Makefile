@@ -10,7 +10,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install browser up cluster cluster-clean test test-long gabbits lint check bench bench-quick clean
+.PHONY: install browser up cluster cluster-clean unit test test-long gabbits lint check bench bench-quick clean
 
 $(BIN)/.installed: pyproject.toml tests/plugins/converge_example_plugin/pyproject.toml
 	@test -n "$(PYTHON)" || { echo "make: Converge needs Python 3.11 or newer, and found none" \
@@ -51,6 +51,11 @@ cluster: install
 cluster-clean: install
 	$(BIN)/python deploy/cluster.py --clean \
 		--database-url '$(CLUSTER_DATABASE_URL)' --amqp-url '$(CLUSTER_AMQP_URL)'
+
+# The inner loop: tests/unit alone (pure, no PostgreSQL or RabbitMQ, under 30 s), each
+# test under a 30 s timeout (tests/unit/conftest.py). `make test` runs them too.
+unit: install
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
 test: install
 	$(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -5,7 +5,9 @@ prefix (its queues and exchanges deleted at the end), so runs never see each
 other. URLs come from CONVERGE_TEST_DATABASE_URL / CONVERGE_TEST_AMQP_URL,
 which `make test` guarantees are reachable (tests/support/provide_services).
 When the browser tests were skipped for want of Chromium, the run ends with
-one line saying how to get it (tests/support/browser.py).
+one line saying how to get it (tests/support/browser.py). An async test that
+leaves tasks pending or connections open on its event loop errors at
+teardown (tests/support/hygiene.py).
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ import pytest
 from tests.support import rabbit
 from tests.support.browser import MISSING
 from tests.support.databases import create_database, drop_database
+from tests.support.hygiene import LeakGuard
 from tests.support.keystone import keystone  # noqa: F401  (a session fixture: one real Keystone a run)
 
 DB_URL = os.environ.get("CONVERGE_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 AMQP_URL = os.environ.get("CONVERGE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 RUN_ID = uuid.uuid4().hex[:8]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LeakGuard(), "converge-leak-guard")
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
-"""The jobs the engine sends and the data dependents read, built from rows. Pure.
+"""The jobs the engine sends and the data dependents read, built from rows.
 
 `job_for` makes the `ResourceJob` for an action on a row; `deadline_for` is
-when it is abandoned (the stack's timeout, else an hour); `reference_data`
-is what a completed resource passes to the resources that depend on it.
+when it is abandoned (the stack's timeout, else an hour, from now: it reads
+the wall clock, the one thing here that is not pure); `reference_data` is
+what a completed resource passes to the resources that depend on it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pytest
 
 from services.engine.core.model import StackId
 from services.engine.template import DEFAULT_LIMITS
+from tests.support.api import call, wait_for
 from tests.support.convergence import Converge, converge
 from tests.support.engine_settings import engine_settings
 
@@ -39,16 +40,6 @@ TEMPLATE = {
 async def api(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
         yield cv, base
-
-
-async def call(method: str, url: str, token: str | None, body: Any = None) -> tuple[int, Any, dict[str, str]]:
-    headers = {"X-Auth-Token": token} if token is not None else {}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.request(method, url, json=body, headers=headers, allow_redirects=False) as response,
-    ):
-        data = await response.json() if response.content_type == "application/json" else await response.text()
-        return response.status, data, dict(response.headers)
 
 
 async def create(base: str, name: str = "web") -> tuple[str, str]:
@@ -205,24 +196,6 @@ async def test_heatclient_drives_a_stack_through_its_life(api: tuple[Converge, s
     assert seen["events"][0] == "CREATE_IN_PROGRESS"
     assert seen["template"] == "OS::Heat::TestResource"
     assert cv.world.live == {}
-
-
-def wait_for(hc: Any, stack_id: str, wanted: str, timeout: float = 30) -> None:
-    import time
-
-    from heatclient import exc
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status = hc.stacks.get(stack_id).stack_status
-        except exc.HTTPNotFound:
-            status = "DELETE_COMPLETE"
-        if status == wanted:
-            return
-        assert not status.endswith("FAILED"), status
-        time.sleep(0.05)
-    raise AssertionError(f"stack never reached {wanted}")
 
 
 def big_template(resources: int) -> dict[str, Any]:

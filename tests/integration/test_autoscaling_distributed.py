@@ -23,9 +23,9 @@ import aiohttp
 import pytest
 
 from services.engine.operations import Goal
-from tests.support.bus_fixtures import eventually
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

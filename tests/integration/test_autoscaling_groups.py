@@ -21,9 +21,9 @@ from services.engine.core.model import StackId
 from services.engine.operations import Goal
 from services.engine.signals import Unauthorized
 from shared.errors import ConflictError, InvalidInput
-from tests.support.bus_fixtures import eventually
 from tests.support.convergence import Converge, converge
 from tests.support.openstack_cli import OpenStack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -201,16 +201,18 @@ async def signal(
 
 async def scaled_to(cv: Converge, top: uuid.UUID, size: int, *, timeout: float = 60) -> dict[str, Any]:
     """The stack's outputs once its group has `size` members and its child stack is done."""
-    async with asyncio.timeout(timeout):
-        while True:
-            out = await outputs(cv, top)
-            child = await cv.pool.fetchrow(
-                "SELECT action, status FROM stacks WHERE owner_stack_id = $1 AND deleted_at IS NULL", top
-            )
-            settled = child is not None and child["status"] == "COMPLETE"
-            if settled and out["size"] == size and len(out["refs"]) == size and len(cv.world.live) == size:
-                return out
-            await asyncio.sleep(0.05)
+
+    async def scaled() -> dict[str, Any] | None:
+        out = await outputs(cv, top)
+        child = await cv.pool.fetchrow(
+            "SELECT action, status FROM stacks WHERE owner_stack_id = $1 AND deleted_at IS NULL", top
+        )
+        settled = child is not None and child["status"] == "COMPLETE"
+        if settled and out["size"] == size and len(out["refs"]) == size and len(cv.world.live) == size:
+            return out
+        return None
+
+    return await eventually(scaled, timeout=timeout)
 
 
 async def test_policy_signals_scale_a_group_two_four_three_keeping_survivors(database_url: str) -> None:

@@ -27,7 +27,8 @@ from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.errors import BusError, ConflictError, PermanentError, TransientError
 from shared.messages import Message
 from tests.support import rabbit
-from tests.support.bus_fixtures import CODEC, BusKit, Other, Ping, eventually
+from tests.support.bus_fixtures import CODEC, BusKit, Other, Ping
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

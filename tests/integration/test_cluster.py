@@ -27,12 +27,12 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.cluster import LAUNCHER, PORT_STEP, LaunchedCluster, free_base_port
 from tests.support.deploy_files import procfile
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import BIN, ServiceProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api import call
-from tests.integration.test_drift import eventually
+from tests.support.api import call
 from tests.support.convergence import Converge, converge
 from tests.support.geometry import boxes_of, edges_through_boxes, unconnected_edges
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

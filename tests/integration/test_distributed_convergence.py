@@ -3,8 +3,8 @@
 Real: PostgreSQL, RabbitMQ, every service as its own OS process, and a REST
 API on 127.0.0.1 managed through Converge::HTTP::Resource (its items are the
 real world the test checks). The test starts operations through the engine's
-operations layer in-process (the HTTP API arrives with its own issue); the
-processes do all the convergence work.
+operations layer in-process (the HTTP API in front of it is tested by
+tests/integration/test_api.py); the processes do all the convergence work.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tests.support.engine_settings import idle_engine
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import stack_settled
 
 pytestmark = pytest.mark.integration
 
@@ -79,14 +80,7 @@ async def operations(
 
 
 async def settled(pool: asyncpg.Pool, stack_id: uuid.UUID) -> tuple[str, str, str]:
-    async with asyncio.timeout(60):
-        while True:
-            row = await pool.fetchrow(
-                "SELECT action, status, status_reason FROM stacks WHERE stack_id = $1", stack_id
-            )
-            if row["status"] != "IN_PROGRESS":
-                return row["action"], row["status"], row["status_reason"]
-            await asyncio.sleep(0.05)
+    return await stack_settled(pool, stack_id, timeout=60)
 
 
 def web_tier(api: FakeApi, *, size: int, name: str, servers: int) -> dict[str, Any]:

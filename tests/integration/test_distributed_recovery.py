@@ -19,9 +19,9 @@ import pytest
 from services.engine.operations import Goal
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE
 from tests.support import rabbit
-from tests.support.bus_fixtures import eventually
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster, check_world, layered_template
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -10,19 +10,18 @@ Everything is waited for on conditions, with generous bounds.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from tests.integration.test_api import call
+from tests.support.api import call
 from tests.support.convergence import Converge, converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 TOKENS = "t1=p1,t2=p2"
 TEMPLATE = {
     "heat_template_version": "2016-10-14",
@@ -43,16 +42,6 @@ WITNESS = {
 async def api(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv, cv.http(TOKENS) as base:
         yield cv, base
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30) -> T:
-    """The first truthy result of `probe`, polled until `timeout` (a generous bound)."""
-    async with asyncio.timeout(timeout):
-        while True:
-            result = await probe()
-            if result:
-                return result
-            await asyncio.sleep(0.05)
 
 
 class Stack:

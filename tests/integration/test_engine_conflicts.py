@@ -25,8 +25,8 @@ from shared.messages import Message
 from shared.plugins.registry import load_types
 from shared.protocol import ENGINE_QUEUE, ResourceChanged
 from shared.tasks import Supervisor
-from tests.support.bus_fixtures import eventually
 from tests.support.engine_settings import engine_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,11 @@ replayed jobs are cleaned up.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from tests.support.convergence import converge
 from tests.support.engine_settings import engine_settings
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +27,8 @@ async def test_a_stack_with_no_progress_is_reported_with_what_is_running_and_sen
         database_url, seed=0, duplicate_rate=0.0, settings=engine_settings(stall_seconds=0.5)
     ) as cv:
         stack = await cv.create("s", template)
-        async with asyncio.timeout(30):
-            while True:  # until the stack has been quiet for the stall time
-                if await cv.engine.report_stalled():
-                    break
-                await asyncio.sleep(0.1)
+        # until the stack has been quiet for the stall time
+        await eventually(cv.engine.report_stalled, every=0.1)
         reports = [e for e in await cv.events(stack) if e["reason"].startswith("No progress for")]
         assert len(reports) == 1
         # The worker answered "in progress": an observer is asked to watch it again.
@@ -74,11 +70,9 @@ async def test_a_late_replayed_create_is_undone_so_nothing_leaks(database_url: s
             deadline=time.time() + 60,
         )
         await cv.engine.bus.publish(JOBS_QUEUE, replay)
-        async with asyncio.timeout(30):
-            while True:  # created again, then reaped
-                if cv.world.created == 2 and not cv.world.live:
-                    break
-                await asyncio.sleep(0.02)
+        await eventually(
+            lambda: cv.world.created == 2 and not cv.world.live, every=0.02
+        )  # again, then reaped
         assert cv.world.deleted == 2
 
 

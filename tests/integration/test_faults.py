@@ -24,6 +24,7 @@ from tests.support import rabbit
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster, layered_template
 from tests.support.service_cluster import check_world as check_layers
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -108,13 +109,13 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
 
 async def all_connected(cluster: ServiceCluster, name_contains: str, count: int) -> None:
     """Wait (bounded) until `count` broker connections match; fail at once if a service died."""
-    async with asyncio.timeout(300):
-        while True:
-            assert not cluster.exited(), f"services died: {cluster.exited()}\n{cluster.output()}"
-            listing = await asyncio.to_thread(rabbit.rabbitmqctl, "list_connections", "client_properties")
-            if sum(name_contains in line for line in listing.splitlines()) >= count:
-                return
-            await asyncio.sleep(0.2)
+
+    async def connected() -> bool:
+        assert not cluster.exited(), f"services died: {cluster.exited()}\n{cluster.output()}"
+        listing = await asyncio.to_thread(rabbit.rabbitmqctl, "list_connections", "client_properties")
+        return sum(name_contains in line for line in listing.splitlines()) >= count
+
+    await eventually(connected, timeout=300, every=0.2, what=f"{count} connections of {name_contains}")
 
 
 @pytest.mark.timeout(900)

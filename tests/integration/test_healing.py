@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.processes import BIN
 from tests.support.up_api import EXAMPLES, Stack, UpApi, example, up_api
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

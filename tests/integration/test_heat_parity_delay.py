@@ -20,8 +20,8 @@ import pytest
 
 from services.engine.core.model import StackId
 from tests.support import heat_parity
-from tests.support.bus_fixtures import eventually
 from tests.support.heat_parity import HeatClients
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

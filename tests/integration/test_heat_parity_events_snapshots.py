@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from services.engine.core.model import StackId
-from tests.support.bus_fixtures import eventually
 from tests.support.engine_settings import engine_settings
 from tests.support.heat_parity import HeatClients, serving
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from services.engine.core.model import StackId, forward
 from services.engine.messages import CheckResource
 from services.engine.recovery import Recovery
 from shared.protocol import ENGINE_QUEUE
-from tests.support.bus_fixtures import eventually
 from tests.support.convergence import Converge
 from tests.support.heat_parity import HeatClients, serving
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from services.engine.core.model import StackId
-from tests.support.bus_fixtures import eventually
 from tests.support.heat_parity import HeatClients, serving
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -23,10 +23,10 @@ import pytest
 
 from services.engine.core.model import StackId
 from tests.support import heat_parity
-from tests.support.bus_fixtures import eventually
 from tests.support.engine_settings import engine_settings
 from tests.support.heat_parity import HeatClients
 from tests.support.openstack_cli import BIN
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

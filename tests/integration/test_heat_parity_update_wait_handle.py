@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 
 from tests.support import heat_parity
-from tests.support.bus_fixtures import eventually
 from tests.support.heat_parity import HeatClients
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import DB_URL, RUN_ID
-from tests.support.bus_fixtures import eventually
 from tests.support.databases import create_database, drop_database
 from tests.support.hostile import ALPHA, BETA, Api, Server, probing, start_server
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -71,12 +71,11 @@ async def create(api: Api, name: str, template: dict[str, Any], token: str = TA,
 
 
 async def settled(api: Api, path: str, token: str = TA) -> str:
-    async with asyncio.timeout(120):
-        while True:
-            stack = (await api.call("GET", path, token=token)).body["stack"]
-            if not stack["stack_status"].endswith("IN_PROGRESS"):
-                return str(stack["stack_status"])
-            await asyncio.sleep(0.1)
+    async def ended() -> str | None:
+        status = str((await api.call("GET", path, token=token)).body["stack"]["stack_status"])
+        return None if status.endswith("IN_PROGRESS") else status
+
+    return await eventually(ended, timeout=120, every=0.1)
 
 
 async def a_normal_stack_still_creates(api: Api) -> None:
@@ -169,13 +168,15 @@ def waiting_template(count: int) -> dict[str, Any]:
 
 async def handle_signal_url(api: Api, path: str) -> tuple[str, str]:
     """(signal path, handle token) once the handle exists."""
-    async with asyncio.timeout(60):
-        while True:
-            found = await api.call("GET", f"{path}/resources/h", token=TA)
-            if found.status == 200 and found.body["resource"]["resource_status"] == "CREATE_COMPLETE":
-                attributes = found.body["resource"]["attributes"]
-                return attributes["endpoint"].removeprefix(api.base), attributes["token"]
-            await asyncio.sleep(0.05)
+
+    async def created() -> tuple[str, str] | None:
+        found = await api.call("GET", f"{path}/resources/h", token=TA)
+        if found.status == 200 and found.body["resource"]["resource_status"] == "CREATE_COMPLETE":
+            attributes = found.body["resource"]["attributes"]
+            return attributes["endpoint"].removeprefix(api.base), attributes["token"]
+        return None
+
+    return await eventually(created, timeout=60)
 
 
 async def post_big(api: Api, path: str, token: str, body: bytes) -> tuple[int, Any]:

@@ -17,10 +17,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.hostile import ALPHA, Api, start_server
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ import time
 import pytest
 
 from shared.protocol import JOBS_QUEUE, JobAction, ResourceJob
-from tests.support.bus_fixtures import eventually
 from tests.support.convergence import converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from services.engine.operations import Goal
-from tests.integration.test_api import call
+from tests.support.api import call
 from tests.support.convergence import Converge, converge
 
 pytestmark = pytest.mark.integration

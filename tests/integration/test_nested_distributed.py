@@ -25,6 +25,7 @@ import pytest
 from services.engine.operations import Goal, Operations
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -124,11 +125,11 @@ class Tree:
         self, probe: Callable[[dict[str, list[asyncpg.Record]]], bool], top: uuid.UUID
     ) -> None:
         """Wait (bounded) until `probe` holds for the live tree under `top`."""
-        async with asyncio.timeout(120):
-            while True:
-                if probe(await self.stacks(top)):
-                    return
-                await asyncio.sleep(0.05)
+
+        async def holds() -> bool:
+            return probe(await self.stacks(top))
+
+        await eventually(holds, timeout=120)
 
     async def stacks(self, top: uuid.UUID) -> dict[str, list[asyncpg.Record]]:
         """The live tree by level: "group" (the group's stack), "members", "inner"."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -21,6 +20,7 @@ from services.engine.core.model import Action, StackId
 from services.engine.operations import Goal
 from shared.errors import ConflictError, NotFound
 from tests.support.convergence import Converge, converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -73,14 +73,6 @@ async def children(cv: Converge, parent: uuid.UUID) -> list[asyncpg.Record]:
 async def traversals(cv: Converge, stack_id: uuid.UUID) -> int:
     count: int = await cv.pool.fetchval("SELECT count(*) FROM traversals WHERE stack_id = $1", stack_id)
     return count
-
-
-async def eventually(probe: Callable[[], Awaitable[bool]], *, timeout: float = 30) -> None:
-    async with asyncio.timeout(timeout):
-        while True:
-            if await probe():
-                return
-            await asyncio.sleep(0.02)
 
 
 def values(cv: Converge, name: str) -> list[Any]:
@@ -287,17 +279,17 @@ def waiting(value: str) -> dict[str, Any]:
 
 async def child_waiting(cv: Converge, top: uuid.UUID) -> uuid.UUID:
     """The child stack, once its wait condition waits (its operation is in progress)."""
-    async with asyncio.timeout(30):
-        while True:
-            row = await cv.pool.fetchrow(
-                """SELECT s.stack_id FROM stacks s JOIN resources r ON r.stack_id = s.stack_id
-                   WHERE s.owner_stack_id = $1 AND r.name = 'wait' AND r.current_job IS NOT NULL
-                     AND r.physical_id IS NOT NULL""",
-                top,
-            )
-            if row is not None:
-                return uuid.UUID(str(row["stack_id"]))
-            await asyncio.sleep(0.02)
+
+    async def waiting() -> asyncpg.Record | None:
+        return await cv.pool.fetchrow(
+            """SELECT s.stack_id FROM stacks s JOIN resources r ON r.stack_id = s.stack_id
+               WHERE s.owner_stack_id = $1 AND r.name = 'wait' AND r.current_job IS NOT NULL
+                 AND r.physical_id IS NOT NULL""",
+            top,
+        )
+
+    row = await eventually(waiting, every=0.02)
+    return uuid.UUID(str(row["stack_id"]))
 
 
 async def signal(cv: Converge, stack_id: uuid.UUID, *, gone_ok: bool = False) -> None:

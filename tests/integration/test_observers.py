@@ -8,12 +8,11 @@ on the bus), a `converge-engine`, a `converge-worker` and two
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -21,10 +20,10 @@ import pytest
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
 from tests.support.sandbox import RunningSandbox, SandboxClient, start_sandbox
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 TOKEN = "t1"
 
 
@@ -49,14 +48,6 @@ class Cluster:
         async with self.http.get(f"{self.api}/v1/p1/stacks/slow/{stack_id}", headers=headers) as response:
             body = await response.json()
             return str(body["stack"]["stack_status"])
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 60) -> T:
-    async with asyncio.timeout(timeout):
-        while True:
-            if result := await probe():
-                return result
-            await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -125,7 +116,7 @@ async def test_a_notification_burst_is_handled_once_by_one_of_two_observers(clus
         seen = sum(len(notifications_seen(p)) for p in processes)
         return expected if expected >= 90 and seen >= expected else None
 
-    expected = await eventually(all_handled)
+    expected = await eventually(all_handled, timeout=60, every=0.1)
     seen = Counter(n for p in processes for n in notifications_seen(p))
     assert len(seen) == expected
     assert max(seen.values()) == 1, "no notification handled twice"
@@ -155,7 +146,7 @@ async def test_a_watch_moves_to_the_other_observer_when_its_observer_dies(cluste
         _, listing = await cluster.admin("a", "GET", "/admin/observing")
         return listing["watching"] or None
 
-    (watch,) = await eventually(watched_by_a)
+    (watch,) = await eventually(watched_by_a, timeout=60, every=0.1)
     assert watch["resource_name"] == "slow"
     assert watch["action"] == "create"
     assert (await cluster.admin("b", "GET", "/admin/observing"))[1] == {"watching": []}
@@ -168,7 +159,7 @@ async def test_a_watch_moves_to_the_other_observer_when_its_observer_dies(cluste
         assert not status.endswith("FAILED"), status
         return status if status == "CREATE_COMPLETE" else None
 
-    await eventually(complete, timeout=120)
+    await eventually(complete, timeout=120, every=0.1)
     b = cluster.observers["b"][0]
     assert any(e.get("event") == "settled" and e.get("resource") == "slow" for e in b.events), (
         "the surviving observer finished the watch"

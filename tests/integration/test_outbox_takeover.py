@@ -22,7 +22,7 @@ from services.engine.store import Store, connect
 from services.engine.store.lease import LEASE_CLASS, EngineLease, lease_key
 from services.engine.store.migrate import migrate
 from shared.bus.memory import MemoryBus
-from tests.support.bus_fixtures import eventually
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,7 @@ async def test_a_dead_engines_rows_are_relayed_without_waiting_for_them_to_go_st
 
         holding.cancel()
         pool_a.terminate()  # as a SIGKILL leaves it: every connection of engine A gone
-        async with asyncio.timeout(30):  # the server notices the closed connections at once
-            while True:
-                if await relay_b.relay_once() > 0:
-                    break
-                await asyncio.sleep(0.05)
+        await eventually(relay_b.relay_once)  # the server notices the closed connections at once
         assert await bus.depth("engine") == 3
         assert await db.fetchval("SELECT count(*) FROM outbox") == 1, "the unleased row waits"
     finally:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.integration.test_api import call
+from tests.support.api import call
 from tests.support.convergence import converge
 from tests.support.engine_settings import engine_settings
 

@@ -19,9 +19,9 @@ from shared.notifications import (
     ProviderNotification,
     notification_queue,
 )
-from tests.support.bus_fixtures import eventually
 from tests.support.processes import run_script
 from tests.support.sandbox import RunningSandbox, SandboxClient, start_sandbox
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

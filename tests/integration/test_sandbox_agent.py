@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import RunningUp, start_up
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

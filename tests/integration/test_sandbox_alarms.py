@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import SandboxClient, start_up
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import RunningSandbox, SandboxClient, start_sandbox
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

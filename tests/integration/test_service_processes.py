@@ -12,9 +12,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api import call, wait_for
+from tests.support.api import call, wait_for
 from tests.support.convergence import Converge, converge
 
 pytestmark = pytest.mark.integration
@@ -55,22 +55,10 @@ async def action(hc: Any, stack_id: str, name: str, wanted: str) -> Any:
 
     def run() -> Any:
         getattr(hc.actions, name)(stack_id)
-        wait_until(hc, stack_id, wanted)
+        wait_for(hc, stack_id, wanted, failed_ok=True)
         return hc.stacks.get(stack_id)
 
     return await asyncio.to_thread(run)
-
-
-def wait_until(hc: Any, stack_id: str, wanted: str, timeout: float = 30) -> None:
-    """Like `wait_for`, but a FAILED status may be what is wanted."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if hc.stacks.get(stack_id).stack_status == wanted:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"stack never reached {wanted}: {hc.stacks.get(stack_id).stack_status}")
 
 
 async def test_check_passes_while_every_resource_exists_and_names_the_one_that_is_gone(

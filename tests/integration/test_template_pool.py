@@ -27,7 +27,7 @@ from services.engine.template_pool import (
 )
 from shared.errors import InvalidInput
 from shared.plugins.registry import load_types
-from tests.support.bus_fixtures import eventually
+from tests.support.waiting import eventually
 
 IDENTITY = StackIdentity("s", "00000000-0000-0000-0000-000000000001", "p")
 TYPES = dict(load_types())

@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.bus_fixtures import eventually
 from tests.support.up_client import Restarts, UpClient
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ observer (in-process bus), the built-in WaitConditionHandle / WaitCondition.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,6 +15,7 @@ import aiohttp
 import pytest
 
 from tests.support.convergence import Converge, converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -42,15 +42,16 @@ async def cv(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
 
 
 async def handle_endpoint(cv: Converge, stack_id: Any) -> tuple[str, str]:
-    async with asyncio.timeout(30):
-        while True:
-            row = await cv.pool.fetchrow(
-                "SELECT attributes, action, status FROM resources WHERE stack_id = $1 AND name = 'handle'",
-                stack_id,
-            )
-            if row is not None and (row["action"], row["status"]) == ("CREATE", "COMPLETE"):
-                return row["attributes"]["endpoint"], row["attributes"]["token"]
-            await asyncio.sleep(0.02)
+    async def created() -> tuple[str, str] | None:
+        row = await cv.pool.fetchrow(
+            "SELECT attributes, action, status FROM resources WHERE stack_id = $1 AND name = 'handle'",
+            stack_id,
+        )
+        if row is not None and (row["action"], row["status"]) == ("CREATE", "COMPLETE"):
+            return row["attributes"]["endpoint"], row["attributes"]["token"]
+        return None
+
+    return await eventually(created, every=0.02)
 
 
 async def post(url: str, token: str, body: Any) -> int:

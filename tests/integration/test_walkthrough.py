@@ -27,9 +27,9 @@ import aiohttp
 import pytest
 
 from tests.support import readme
-from tests.support.bus_fixtures import eventually
 from tests.support.ports import free_port
 from tests.support.unprivileged import Newcomer, newcomer
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ from shared.bus import Delivery
 from shared.bus.amqp import AmqpBus
 from shared.messages import Codec, Message
 from shared.protocol import JobAction, JobOutcome, JobResult, ResourceJob
-from tests.support.bus_fixtures import eventually
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 

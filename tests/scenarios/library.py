@@ -9,11 +9,10 @@ template resource, with the right properties, and nothing left over.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.support.harness import Harness, WorldView
+from tests.support.waiting import eventually
 
 
 def hot(resources: dict[str, Any], **sections: Any) -> dict[str, Any]:
@@ -230,15 +229,6 @@ SCENARIOS = [
 ]
 
 
-async def eventually(probe: Callable[[], Awaitable[Any]], wanted: Any, *, timeout: float = 30) -> None:
-    """Poll `probe` (bounded) until it returns `wanted`."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if await probe() == wanted:
-                return
-            await asyncio.sleep(0.01)
-
-
 def slow(value: str, *, seconds: float = 0.15, **extra: Any) -> dict[str, Any]:
     """A TestResource whose create/update/delete each take `seconds` (an observer finishes them)."""
     waits = {"create": seconds, "update": seconds, "delete": seconds}
@@ -372,7 +362,11 @@ async def a_rollback_interrupted_by_a_new_update_ends_in_that_update(cv: Harness
     stack = await cv.create("s", hot({"a": thing(value="1")}), rollback=True)
     await cv.settled(stack)
     await cv.update(stack, hot({"a": thing(value="2"), "w": slow("w", seconds=0.5), "bad": thing(fail=True)}))
-    await eventually(lambda: cv.state(stack), ("ROLLBACK", "IN_PROGRESS"))
+
+    async def rolling_back() -> bool:
+        return await cv.state(stack) == ("ROLLBACK", "IN_PROGRESS")
+
+    await eventually(rolling_back, every=0.01)
     await cv.update(stack, hot({"a": thing(value="3"), "z": thing(value="z")}))
     assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
     assert_world_matches(cv.world, {"a": {"value": "3"}, "z": {"value": "z"}})
@@ -403,7 +397,7 @@ async def an_operation_past_its_timeout_fails_naming_what_is_still_running_and_r
             and rows["stuck"]["physical_id"] is not None
         )
 
-    await eventually(stuck_in_progress, True)
+    await eventually(stuck_in_progress, every=0.01)
     await cv.time_passes(0)
     assert await cv.state(stack) == ("UPDATE", "IN_PROGRESS"), "not yet overdue"
     await cv.time_passes(120)

@@ -6,8 +6,6 @@ a new RabbitMQ connection for AMQP, the one shared in-process bus for memory.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from shared.bus import Bus
@@ -55,20 +53,3 @@ class BusKit:
     async def close(self) -> None:
         for bus in reversed(self._opened):
             await bus.close()
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]] | Callable[[], bool], *, timeout: float = 30, every: float = 0.05
-) -> None:
-    """Wait (bounded) until `check` holds; fail with a clear message otherwise."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = check()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(every)

@@ -14,7 +14,6 @@ as a test process's API client would reach a surviving engine.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -48,6 +47,7 @@ from shared.tasks import Supervisor
 from tests.support.crashes import CrashingEngines, CrashPlan
 from tests.support.engine_settings import engine_settings
 from tests.support.ports import free_port
+from tests.support.waiting import stack_settled
 from tests.support.world import World, thing_type
 
 
@@ -104,16 +104,7 @@ class Converge:
 
     async def settled(self, stack_id: StackId, *, timeout: float = 30) -> tuple[str, str, str]:
         """Wait (bounded) until the stack's operation ended; (action, status, reason)."""
-        async with asyncio.timeout(timeout):
-            while True:
-                row = await self.pool.fetchrow(
-                    "SELECT action, status, status_reason, deleted_at FROM stacks WHERE stack_id = $1",
-                    stack_id,
-                )
-                assert row is not None
-                if row["status"] != "IN_PROGRESS":
-                    return row["action"], row["status"], row["status_reason"]
-                await asyncio.sleep(0.02)
+        return await stack_settled(self.pool, stack_id, timeout=timeout, every=0.02)
 
     @contextlib.asynccontextmanager
     async def http(self, tokens: str) -> AsyncIterator[str]:

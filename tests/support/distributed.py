@@ -10,7 +10,6 @@ and `get_attr: [thing, attr]` reads `body.attr`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from services.engine.checks import Convergence
 from services.engine.core.model import StackId
 from services.engine.operations import Goal, Operations
 from tests.support.fake_rest_api import FakeApi
+from tests.support.waiting import stack_settled
 from tests.support.world import Real
 
 THING = "Test::Thing"
@@ -131,15 +131,7 @@ class DistributedConverge:
         await self.operations.delete(StackId(stack_id))
 
     async def settled(self, stack_id: uuid.UUID, *, timeout: float = 60) -> tuple[str, str, str]:
-        async with asyncio.timeout(timeout):
-            while True:
-                row = await self.pool.fetchrow(
-                    "SELECT action, status, status_reason FROM stacks WHERE stack_id = $1", stack_id
-                )
-                assert row is not None
-                if row["status"] != "IN_PROGRESS":
-                    return row["action"], row["status"], row["status_reason"]
-                await asyncio.sleep(0.05)
+        return await stack_settled(self.pool, stack_id, timeout=timeout)
 
     async def state(self, stack_id: uuid.UUID) -> tuple[str, str]:
         row = await self.pool.fetchrow("SELECT action, status FROM stacks WHERE stack_id = $1", stack_id)

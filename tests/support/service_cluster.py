@@ -26,11 +26,11 @@ from services.engine.store import connect
 from services.engine.store.migrate import migrate
 from shared.bus.amqp import AmqpBus
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
-from tests.support.bus_fixtures import eventually
 from tests.support.engine_settings import idle_engine
 from tests.support.fake_rest_api import FakeApi
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.waiting import eventually, stack_settled
 
 # What a database restart raises at a client polling it.
 DATABASE_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
@@ -159,17 +159,7 @@ class Driver:
 
     async def settled(self, stack_id: uuid.UUID, *, timeout: float = 600) -> tuple[str, str, str]:
         """Wait (bounded) until the stack's operation ended, through database outages."""
-        async with asyncio.timeout(timeout):
-            while True:
-                try:
-                    row = await self.pool.fetchrow(
-                        "SELECT action, status, status_reason FROM stacks WHERE stack_id = $1", stack_id
-                    )
-                except DATABASE_DOWN:
-                    row = None
-                if row is not None and row["status"] != "IN_PROGRESS":
-                    return row["action"], row["status"], row["status_reason"]
-                await asyncio.sleep(0.1)
+        return await stack_settled(self.pool, stack_id, timeout=timeout, every=0.1, unavailable=DATABASE_DOWN)
 
     async def dead_letters(self) -> list[str]:
         """Every queue's dead letters as `queue: error` (taken off the queues)."""

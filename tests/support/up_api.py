@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import RunningUp, SandboxClient, start_up
+from tests.support.waiting import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

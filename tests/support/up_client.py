@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 
 from services.engine.store.embedded import start_embedded
-from tests.support.bus_fixtures import eventually
 from tests.support.sandbox import RunningUp, SandboxClient, start_up
+from tests.support.waiting import eventually
 
 # What a client sees while `converge up` is down (killed, not yet restarted).
 DOWN = (aiohttp.ClientConnectionError, asyncio.TimeoutError)

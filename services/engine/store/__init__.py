@@ -1,4 +1,6 @@
-"""The engine's storage edge: every SQL statement Converge runs lives here.
+"""The engine's storage edge: every SQL statement Converge runs lives here,
+but the outbox relay's (`services.engine.outbox`: deleting published rows and
+finding those left by dead engines).
 
 `connect` opens the asyncpg pool (wrapping driver errors), `embedded` starts
 the pgserver PostgreSQL used by `converge up`, `migrate` applies the ordered

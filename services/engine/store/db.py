@@ -1,10 +1,11 @@
-"""asyncpg pool and the `Store` gateway (engine registry and heartbeats so far).
+"""asyncpg pool and the `Store` gateway: transactions, the engine registry, heartbeats, pruning.
 
 Driver errors are wrapped here: connection problems become
 `StoreUnavailable` (transient) — including the server going away under a
 query (shutdown, restart, crash) and refusing connections while it starts;
-the pool opens fresh connections once the server is back. Later issues add the stack/resource/sync-point
-statements to this gateway (split into modules per table family as it grows).
+the pool opens fresh connections once the server is back. `Store.transaction`
+hands out a `Tx` (`store/tx.py`), which holds the stack, resource, traversal,
+event and inbox/outbox statements; the API's reads are in `store/queries.py`.
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ What this module provides (no engine needed):
 - the condition's create (IN_PROGRESS, timeout instant carried in the
   physical id) and an `observe` that reports FAILED once the timeout passed.
 
-What remains for the engine (later issue): accept POSTs to
-`.../resources/{handle}/signal`, check `X-Auth-Token` against the handle's
-`token` attribute, number and store each normalised signal on the handle's
-row, then decide the condition with `evaluate` and publish `data` with
-`data_attribute` (only the engine sees the stored signals; `observe` here
-knows only the timeout, so once the engine has recorded success it must not
-treat a later timed-out observation of the condition as drift).
+What the engine does with them (`services.engine.signals`): it accepts POSTs
+to `.../resources/{handle}/signal`, checks `X-Auth-Token` against the
+handle's `token` attribute, stores each normalised signal on the handle's
+row, then decides every condition waiting on the handle with `evaluate`
+(the result carries `data`, built by `data_attribute`). Only the engine sees
+the stored signals; `observe` here knows only the timeout, so whichever of
+the two outcomes arrives second is stale and ignored.
 """
 
 from __future__ import annotations

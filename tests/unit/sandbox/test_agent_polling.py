@@ -15,8 +15,8 @@ from aiohttp import web
 
 from services.sandbox.agent import Agent, Agents
 from shared.health import start_http
-from tests.support.bus_fixtures import eventually
 from tests.support.ports import free_port
+from tests.support.waiting import eventually
 
 TOKEN = "a" * 48
 

@@ -20,7 +20,7 @@ from shared.messages import Message
 from shared.notifications import NOTIFICATION_CODEC, NotificationEvent, ProviderNotification
 from shared.settings import SandboxSettings
 from shared.tasks import Supervisor
-from tests.support.bus_fixtures import eventually
+from tests.support.waiting import eventually
 
 QUEUE = "notifications.sandbox"
 
