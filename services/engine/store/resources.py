@@ -6,7 +6,7 @@ a stack's rows and change one with a compare-and-swap on its `version`
 the caller decides again. An operation claims (locks, in resource id order,
 and bumps) every row of its stack before it starts a traversal
 (`claim_resources`), so decisions taken from earlier reads cannot commit
-after it; a stopped or timed-out operation gives up its jobs in flight
+after it; an operation that timed out gives up its jobs in flight
 (`disown_jobs`). A batch's prefetched rows (`store/prefetch.py`) answer
 `resource` until the row is written here.
 """
