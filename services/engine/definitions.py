@@ -14,7 +14,8 @@ from collections.abc import Mapping
 
 from services.engine.core.model import StackRow, TemplateId
 from services.engine.goals import Goal, load_definition
-from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.store.templates import TemplateRecord
+from services.engine.store.tx import Tx
 from services.engine.template import (
     DEFAULT_LIMITS,
     StackDefinition,

@@ -22,7 +22,8 @@ from typing import Any
 
 from services.engine.core.model import Node, ResourceId, StackId, StackRow, TraversalId
 from services.engine.messages import CheckResource
-from services.engine.store.tx import EventRecord, Tx
+from services.engine.store.events import EventRecord
+from services.engine.store.tx import Tx
 from shared.messages import Message
 from shared.protocol import ENGINE_QUEUE
 

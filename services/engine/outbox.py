@@ -10,7 +10,8 @@ before it reaches the bus; receivers are idempotent (inbox, job ids). What
 the in-process bus of `converge up` holds dies with the process: the work it
 carried is sent again from the database by recovery (services/engine/recovery.py),
 and the rows this relay publishes for the dead process duplicate some of it,
-harmlessly.
+harmlessly. The outbox's statements are in `store/outbox.py`; this module
+publishes what they hand over.
 """
 
 from __future__ import annotations
@@ -20,25 +21,23 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import asyncpg
 import structlog
 
-from services.engine.store.db import CONNECT_ERRORS
-from services.engine.store.lease import LEASE_CLASS, LEASE_KEY_SQL
+from services.engine.store.db import DATABASE_ERRORS
+from services.engine.store.driver import Pool
+from services.engine.store.outbox import OutboxRows
 from shared.bus import Bus
 from shared.errors import BusError, StoreUnavailable
 
 log = structlog.get_logger(__name__)
 
 # Whatever a broker or database outage raises here; the rows stay for the relay.
-_UNAVAILABLE = (BusError, StoreUnavailable, asyncpg.PostgresError, *CONNECT_ERRORS)
-# The lease key of the engine that wrote an outbox row.
-_WRITER_KEY = LEASE_KEY_SQL.format(column="engine_id")
+_UNAVAILABLE = (BusError, StoreUnavailable, *DATABASE_ERRORS)
 
 
 class Outbox:
-    def __init__(self, *, pool: asyncpg.Pool, bus: Bus, stale_after: float = 5.0) -> None:
-        self._pool = pool
+    def __init__(self, *, pool: Pool, bus: Bus, stale_after: float = 5.0) -> None:
+        self._rows = OutboxRows(pool)
         self._bus = bus
         self._stale_after = stale_after
 
@@ -48,7 +47,7 @@ class Outbox:
             return
         try:
             await self._send(messages)
-            await self._pool.execute("DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", list(ids))
+            await self._rows.delete(ids)
         except _UNAVAILABLE as exc:
             log.warning("outbox_fast_path_failed", error=str(exc), count=len(ids))
 
@@ -59,30 +58,15 @@ class Outbox:
         )
 
     async def relay_once(self, *, limit: int = 500) -> int:
-        """Publish the rows of engines that died (their lease is free: taking it
-        for this transaction succeeds) and rows older than `stale_after` (a
-        fast path that failed, or a writer without a lease)."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                f"""WITH writers AS (SELECT DISTINCT engine_id FROM outbox WHERE engine_id IS NOT NULL),
-                        dead AS (SELECT engine_id FROM writers
-                                 WHERE pg_try_advisory_xact_lock($3, {_WRITER_KEY}))
-                   SELECT outbox_id, queue, body FROM outbox
-                   WHERE created_at < now() - make_interval(secs => $1)
-                      OR engine_id IN (SELECT engine_id FROM dead)
-                   ORDER BY outbox_id LIMIT $2 FOR UPDATE SKIP LOCKED""",
-                self._stale_after,
-                limit,
-                LEASE_CLASS,
-            )
-            if not rows:
+        """Publish the rows of engines that died (their lease is free) and rows older
+        than `stale_after` (a fast path that failed, or a writer without a lease)."""
+        async with self._rows.orphans(stale_after=self._stale_after, limit=limit) as batch:
+            if not batch.rows:
                 return 0
-            await self._send([(r["queue"], r["body"]) for r in rows])
-            await conn.execute(
-                "DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", [r["outbox_id"] for r in rows]
-            )
-        log.info("outbox_relayed", count=len(rows))
-        return len(rows)
+            await self._send([(r.queue, r.body) for r in batch.rows])
+            await batch.published()
+        log.info("outbox_relayed", count=len(batch.rows))
+        return len(batch.rows)
 
     async def relay_forever(self, *, every: float = 1.0) -> None:
         while True:

@@ -39,7 +39,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
-import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry
 
@@ -71,7 +70,7 @@ from services.engine.settings_map import (
 )
 from services.engine.signals import Signals
 from services.engine.snapshots import Snapshots
-from services.engine.store import Store
+from services.engine.store import Pool, Store
 from services.engine.store.lease import EngineLease
 from services.engine.store.queries import Queries
 from services.engine.store.retention import EventPurge
@@ -98,7 +97,7 @@ class EngineService:
     def __init__(
         self,
         *,
-        pool: asyncpg.Pool,
+        pool: Pool,
         bus: Bus,
         types: Mapping[str, type[ResourceType]],
         engine_id: uuid.UUID,
@@ -186,7 +185,7 @@ class EngineService:
         cls,
         settings: EngineSettings,
         *,
-        pool: asyncpg.Pool,
+        pool: Pool,
         bus: Bus,
         types: Mapping[str, type[ResourceType]],
         supervisor: Supervisor,

@@ -39,7 +39,8 @@ from services.engine.core.model import resource_of as row_of
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.nested.answer import Answers
-from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.store.templates import TemplateRecord
+from services.engine.store.tx import Tx
 from services.engine.template import StackDefinition, UncheckedValue
 from shared.errors import ConflictError
 

@@ -10,7 +10,8 @@ from typing import Any, cast
 
 from services.engine.core.model import Action, StackId, StackRow, Status, TemplateId
 from services.engine.definitions import DefinitionCache
-from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.store.templates import TemplateRecord
+from services.engine.store.tx import Tx
 from shared.plugins.registry import load_types
 
 TEMPLATE_ID = TemplateId(uuid.uuid4())

@@ -23,7 +23,6 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-import asyncpg
 import structlog
 from aiohttp import web
 
@@ -36,6 +35,7 @@ from services.engine.api.views import event_view, json_response, resource_view, 
 from services.engine.core.model import StackId
 from services.engine.marks import mark_unhealthy as mark
 from services.engine.signals import Unauthorized
+from services.engine.store import Record
 from services.engine.store.queries import EventFilter, NestedStack, ResourceKey, StackView
 from shared.errors import ConvergeError, InvalidInput
 
@@ -276,7 +276,7 @@ async def _page(
     limit: int,
     *,
     edges: dict[int, tuple[str, ...]] | None = None,
-) -> tuple[list[asyncpg.Record], dict[int, tuple[str, ...]]]:
+) -> tuple[list[Record], dict[int, tuple[str, ...]]]:
     """One page of rows and the reverse edges of its rows: `edges` (the stack's, read
     once) when given, else read for this page's rows."""
     rows = await deps.queries.resources(stack_id, after=after, limit=limit, **filters)

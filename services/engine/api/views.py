@@ -9,10 +9,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
 from aiohttp import web
 
 from services.engine.api.masking import NO_SECRETS, Secrets
+from services.engine.store import Record
 from services.engine.store.queries import StackView
 from services.engine.template import OutputValue
 
@@ -101,7 +101,7 @@ def _param_text(value: Any) -> Any:
 
 
 def resource_view(
-    row: Mapping[str, Any] | asyncpg.Record,
+    row: Mapping[str, Any] | Record,
     stack: StackView,
     base: str,
     *,

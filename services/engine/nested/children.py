@@ -57,7 +57,8 @@ from services.engine.jobs import reference_data
 from services.engine.nested.answer import Answers, cancel_children
 from services.engine.nested.claims import owned_child
 from services.engine.nested.messages import CancelNested, NestedStackJob
-from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.store.templates import TemplateRecord
+from services.engine.store.tx import Tx
 from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template_pool import INLINE, TemplateRunner

@@ -1,6 +1,6 @@
 """The engine's storage edge: every SQL statement Converge runs lives here,
-but the outbox relay's (`services.engine.outbox`: deleting published rows and
-finding those left by dead engines).
+and only here is the database driver imported (`Pool` and `Record` name its
+types for the rest of the engine; an import-linter contract holds it).
 
 `connect` opens the asyncpg pool (wrapping driver errors), `embedded` starts
 the pgserver PostgreSQL used by `converge up`, `migrate` applies the ordered
@@ -8,6 +8,7 @@ SQL files in `migrations/`, and `Store` is the gateway core code talks to.
 """
 
 from services.engine.store.db import Store, connect
+from services.engine.store.driver import Pool, Record
 from services.engine.store.lifecycle import open_database
 
-__all__ = ["Store", "connect", "open_database"]
+__all__ = ["Pool", "Record", "Store", "connect", "open_database"]

@@ -4,8 +4,9 @@ Driver errors are wrapped here: connection problems become
 `StoreUnavailable` (transient) — including the server going away under a
 query (shutdown, restart, crash) and refusing connections while it starts;
 the pool opens fresh connections once the server is back. `Store.transaction`
-hands out a `Tx` (`store/tx.py`), which holds the stack, resource, traversal,
-event and inbox/outbox statements; the API's reads are in `store/queries.py`.
+hands out a `Tx` (`store/tx.py`), which composes the statement families of the
+other modules here (stacks, resources, the traversal graph, events, inbox and
+outbox, ...); the API's reads are in `store/queries.py`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ CONNECT_ERRORS = (
     asyncpg.exceptions.InvalidCatalogNameError,
     TimeoutError,
 )
+
+#: What a statement run outside `Store`'s wrapping raises when the database refuses it
+#: or is gone; a caller that leaves its work for later (the outbox relay) catches these.
+DATABASE_ERRORS = (asyncpg.PostgresError, *CONNECT_ERRORS)
 
 
 async def connect(
@@ -94,7 +99,7 @@ class Store:
     async def ping(self) -> bool:
         try:
             return bool(await self._pool.fetchval("SELECT 1"))
-        except (*CONNECT_ERRORS, asyncpg.PostgresError):
+        except DATABASE_ERRORS:
             return False
 
     async def register_engine(self, engine_id: uuid.UUID, *, hostname: str, pid: int) -> None:

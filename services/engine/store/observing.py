@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from services.engine.core.model import ResourceId, StackId, TraversalId
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from services.engine.core.model import Node, ResourceId, StackId, TraversalId
 from services.engine.core.updates import StackSettings
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 
 class ParityStatements:

@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from services.engine.store.tx import TemplateRecord
+from services.engine.store.templates import TemplateRecord
 
 STACK_SORT_KEYS = {
     "stack_name": "name",

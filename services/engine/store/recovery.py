@@ -20,7 +20,7 @@ from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.core.recovery import PendingNode
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 # Stacks with an operation in progress, and stacks with a row whose job is in
 # flight (index resources_current_job), whatever the stack's status.

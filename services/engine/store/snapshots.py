@@ -21,7 +21,7 @@ import asyncpg
 from services.engine.core.model import StackId
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from services.engine.core.model import ResourceId, StackId
 
 if TYPE_CHECKING:
-    from services.engine.store.tx import Conn
+    from services.engine.store.driver import Conn
 
 #: Advisory lock classes ("CnvQ", "CnvT"); the object key is the project's hash or the root's id.
 QUOTA_CLASS = 0x436E7651

@@ -1,0 +1,211 @@
+"""Statements of resource rows (mixed into `Tx`): reading, claiming and changing them.
+
+Where it sits: checks, job results, operations, signals and observation read
+a stack's rows and change one with a compare-and-swap on its `version`
+(`update_resource`, `delete_resource`): a write from a stale read fails and
+the caller decides again. An operation claims (locks, in resource id order,
+and bumps) every row of its stack before it starts a traversal
+(`claim_resources`), so decisions taken from earlier reads cannot commit
+after it; an operation that timed out gives up its jobs in flight
+(`disown_jobs`). A batch's prefetched rows (`store/prefetch.py`) answer
+`resource` until the row is written here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from services.engine.core.model import (
+    Action,
+    ResourceId,
+    ResourceRow,
+    StackId,
+    Status,
+    TemplateId,
+    TraversalId,
+)
+from services.engine.store.driver import Conn
+from services.engine.store.prefetch import Prefetched
+from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
+
+
+class ResourceStatements:
+    _c: Conn  # the transaction's connection (`Tx`; `Watched` while prefetched rows are served)
+    _raw: Conn  # the connection itself: writes that forget exactly their own row
+    _reads: Prefetched | None
+
+    async def resources(self, stack_id: StackId) -> list[ResourceRow]:
+        rows = await self._c.fetch(
+            f"SELECT {RESOURCE_COLUMNS} FROM resources WHERE stack_id = $1 ORDER BY resource_id", stack_id
+        )
+        return [resource_row(r) for r in rows]
+
+    async def claim_resources(self, stack_id: StackId) -> list[ResourceRow]:
+        """Lock every row of the stack (in id order, so concurrent claims cannot
+        deadlock) and bump its version, returning the rows as they now are.
+
+        A new traversal starts from these rows; any decision taken from an
+        earlier read of them fails its compare-and-swap and is made again.
+        """
+        rows = await self._c.fetch(
+            f"""WITH claimed AS (
+                    SELECT resource_id FROM resources WHERE stack_id = $1 ORDER BY resource_id FOR UPDATE
+                )
+                UPDATE resources r SET version = r.version + 1 FROM claimed
+                WHERE r.resource_id = claimed.resource_id
+                RETURNING {", ".join(f"r.{c.strip()}" for c in RESOURCE_COLUMNS.split(","))}""",
+            stack_id,
+        )
+        return sorted((resource_row(r) for r in rows), key=lambda row: row.resource_id)
+
+    async def lock_resources(self, stack_id: StackId) -> None:
+        """Lock every row of the stack (in id order), changing nothing: to take the locks a
+        later step needs before others, in the order the rest of the engine takes them."""
+        await self._c.execute(
+            "SELECT resource_id FROM resources WHERE stack_id = $1 ORDER BY resource_id FOR UPDATE", stack_id
+        )
+
+    async def resource(self, resource_id: int, *, lock: bool = False) -> ResourceRow | None:
+        if not lock and self._reads is not None and resource_id in self._reads.resources:
+            return self._reads.resources[resource_id]
+        sql = f"SELECT {RESOURCE_COLUMNS} FROM resources WHERE resource_id = $1"
+        r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
+        return resource_row(r) if r is not None else None
+
+    async def current_resources(self, stack_id: StackId, names: Iterable[str]) -> dict[str, ResourceRow]:
+        """The current row (not replaced) of each named resource."""
+        rows = await self._c.fetch(
+            f"""SELECT {RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
+            stack_id,
+            list(names),
+        )
+        return {r["name"]: resource_row(r) for r in rows}
+
+    async def resource_by_physical_id(
+        self, stack_id: StackId, physical_id: str, *, lock: bool = False
+    ) -> ResourceRow | None:
+        r = await self._c.fetchrow(
+            f"""SELECT {RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND physical_id = $2 AND replaced_by IS NULL"""
+            + (" FOR UPDATE" if lock else ""),
+            stack_id,
+            physical_id,
+        )
+        return resource_row(r) if r is not None else None
+
+    async def waiting_conditions(
+        self, stack_id: StackId, type_name: str, handle_ref: str
+    ) -> list[ResourceRow]:
+        """Rows of `type_name` whose job in flight waits on the handle `handle_ref`."""
+        rows = await self._c.fetch(
+            f"""SELECT {RESOURCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND type = $2 AND current_job IS NOT NULL
+                  AND job_properties ->> 'handle' = $3""",
+            stack_id,
+            type_name,
+            handle_ref,
+        )
+        return [resource_row(r) for r in rows]
+
+    async def insert_resources(
+        self,
+        stack_id: StackId,
+        entries: Sequence[tuple[str, str, TemplateId, str]],
+        *,
+        replaces: ResourceId | None = None,
+    ) -> list[ResourceId]:
+        """New INIT rows: (name, type, template_id, deletion_policy) each; ids in order."""
+        if not entries:
+            return []
+        rows = await self._c.fetch(
+            """INSERT INTO resources (stack_id, name, type, template_id, deletion_policy, replaces)
+               SELECT $1, n, t, tid, dp, $6
+               FROM unnest($2::text[], $3::text[], $4::uuid[], $5::text[]) WITH ORDINALITY
+                    AS e(n, t, tid, dp, i)
+               ORDER BY i RETURNING resource_id""",
+            stack_id,
+            [e[0] for e in entries],
+            [e[1] for e in entries],
+            [e[2] for e in entries],
+            [e[3] for e in entries],
+            replaces,
+        )
+        return [r["resource_id"] for r in rows]
+
+    async def update_resource(self, row: ResourceRow, **changes: Any) -> bool:
+        """Compare-and-swap on `version`: False if someone changed the row since it was read."""
+        columns = list(changes)
+        assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
+            f"""UPDATE resources SET {assignments}, version = version + 1, updated_at = now()
+                WHERE resource_id = $1 AND version = $2 RETURNING 1""",
+            row.resource_id,
+            row.version,
+            *[_db_value(changes[c]) for c in columns],
+        )
+        return r is not None
+
+    def _forget_resource(self, resource_id: int) -> None:
+        if self._reads is not None:
+            self._reads.resources.pop(resource_id, None)
+
+    async def delete_resource(self, row: ResourceRow) -> bool:
+        """Compare-and-swap delete: False if the row changed since it was read."""
+        self._forget_resource(row.resource_id)
+        r = await self._raw.fetchval(
+            "DELETE FROM resources WHERE resource_id = $1 AND version = $2 RETURNING 1",
+            row.resource_id,
+            row.version,
+        )
+        return r is not None
+
+    async def disown_jobs(self, stack_id: StackId, traversal: TraversalId, reason: str) -> list[str]:
+        """Stop waiting for the jobs `traversal` has in flight whose real resource is
+        known: the rows become FAILED, keeping the properties a delete needs (a create's
+        are its job's), so cleanup can delete them; late outcomes of those
+        jobs are stale and ignored. Jobs that never reported a physical id are left to
+        their own deadline, so no real resource goes unrecorded."""
+        rows = await self._c.fetch(
+            """UPDATE resources SET current_job = NULL, job_node = NULL, job_properties = NULL,
+                   properties = COALESCE(properties, job_properties),
+                   job_requires = NULL, job_template_id = NULL, observing_job = NULL,
+                   status = 'FAILED', status_reason = $3,
+                   version = version + 1, updated_at = now()
+               WHERE stack_id = $1 AND traversal_id = $2 AND current_job IS NOT NULL
+                 AND physical_id IS NOT NULL
+               RETURNING name""",
+            stack_id,
+            traversal,
+            reason,
+        )
+        return sorted(r["name"] for r in rows)
+
+    async def in_progress_names(self, stack_id: StackId) -> list[str]:
+        rows = await self._c.fetch(
+            """SELECT DISTINCT name FROM resources
+               WHERE stack_id = $1 AND status = 'IN_PROGRESS' ORDER BY name""",
+            stack_id,
+        )
+        return [r["name"] for r in rows]
+
+    async def failed_checks(self, stack_id: StackId, traversal: TraversalId) -> list[tuple[str, str]]:
+        """(name, reason) of each resource that failed its check in the check `traversal`."""
+        rows = await self._c.fetch(
+            """SELECT name, status_reason FROM resources
+               WHERE stack_id = $1 AND traversal_id = $2 AND action = 'CHECK' AND status = 'FAILED'
+                 AND replaced_by IS NULL ORDER BY resource_id""",
+            stack_id,
+            traversal,
+        )
+        return [(r["name"], r["status_reason"]) for r in rows]
+
+
+def _db_value(value: Any) -> Any:
+    if isinstance(value, frozenset | set):
+        return sorted(value)
+    if isinstance(value, Action | Status):
+        return value.value
+    return value

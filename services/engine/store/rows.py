@@ -1,0 +1,72 @@
+"""The columns of stack and resource rows and their records, shared by the statements.
+
+Where it sits: `Tx`'s statement mixins (`stacks.py`, `resources.py`, the
+batch reads of `tx.py`) select these columns and turn what comes back into
+the frozen `StackRow` and `ResourceRow` of `core.model`, so every statement
+reads a row the same way.
+"""
+
+from __future__ import annotations
+
+from services.engine.core.model import Action, ResourceRow, StackRow, Status
+from services.engine.store.driver import Record
+
+RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
+    properties, attributes, requires, replaces, replaced_by, template_id, deletion_policy,
+    current_job, job_node, job_properties, job_requires, job_template_id, traversal_id, version,
+    waiting_traversal, waiting_node, external"""
+
+STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
+    current_template_id, previous_template_id, disable_rollback, timeout_mins, owner_stack_id,
+    owner_resource_id, owner_job_id, nested_depth, root_stack_id"""
+
+
+def stack_row(r: Record) -> StackRow:
+    return StackRow(
+        stack_id=r["stack_id"],
+        project_id=r["project_id"],
+        name=r["name"],
+        action=Action(r["action"]),
+        status=Status(r["status"]),
+        status_reason=r["status_reason"],
+        current_traversal=r["current_traversal"],
+        current_template_id=r["current_template_id"],
+        previous_template_id=r["previous_template_id"],
+        disable_rollback=r["disable_rollback"],
+        timeout_mins=r["timeout_mins"],
+        owner_stack_id=r["owner_stack_id"],
+        owner_resource_id=r["owner_resource_id"],
+        owner_job_id=r["owner_job_id"],
+        nested_depth=r["nested_depth"],
+        root_stack_id=r["root_stack_id"],
+    )
+
+
+def resource_row(r: Record) -> ResourceRow:
+    return ResourceRow(
+        resource_id=r["resource_id"],
+        stack_id=r["stack_id"],
+        name=r["name"],
+        type=r["type"],
+        physical_id=r["physical_id"],
+        action=Action(r["action"]),
+        status=Status(r["status"]),
+        status_reason=r["status_reason"],
+        properties=r["properties"],
+        attributes=r["attributes"] or {},
+        requires=frozenset(r["requires"] or ()),
+        replaces=r["replaces"],
+        replaced_by=r["replaced_by"],
+        template_id=r["template_id"],
+        deletion_policy=r["deletion_policy"],
+        current_job=r["current_job"],
+        job_node=r["job_node"],
+        job_properties=r["job_properties"],
+        job_requires=frozenset(r["job_requires"]) if r["job_requires"] is not None else None,
+        job_template_id=r["job_template_id"],
+        traversal_id=r["traversal_id"],
+        version=r["version"],
+        waiting_traversal=r["waiting_traversal"],
+        waiting_node=r["waiting_node"],
+        external=r["external"],
+    )
