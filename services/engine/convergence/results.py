@@ -55,8 +55,8 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
         e = decision.event
         fx.event(row.stack_id, row.name, e.physical_id, row.type, e.action, e.status.value, e.reason)
     if decision.then is Then.OBSERVE:
-        physical_id = decision.changes["physical_id"]
-        fx.emit(OBSERVE_QUEUE, ObserveRequest(job=job_in_flight(stack, row, res.action, physical_id)))
+        job = job_in_flight(stack, row, res.action, decision.observed)
+        fx.emit(OBSERVE_QUEUE, ObserveRequest(job=job))
         if row.type == CONDITION:
             await settle_condition(tx, row, fx)
         return

@@ -83,6 +83,7 @@ class ResultDecision:
     delete: bool = False  # the row is deleted instead
     event: ResultEvent | None = None
     reason: str = ""  # FAIL_STACK: the stack's reason; REPLACE: why
+    observed: str | None = None  # OBSERVE: the physical id the observer watches
 
 
 def is_current(stack: StackRow | None, row: ResourceRow) -> bool:
@@ -109,7 +110,7 @@ def decide_result(
     if result.outcome is JobOutcome.IN_PROGRESS:
         physical_id = result.physical_id or row.physical_id
         changes = {"physical_id": physical_id, "observing_job": row.current_job}
-        return ResultDecision(Then.OBSERVE, changes)
+        return ResultDecision(Then.OBSERVE, changes, observed=physical_id)
     if result.outcome is JobOutcome.REPLACE and current:
         changes = {"action": Action.UPDATE, "status": Status.COMPLETE, **JOB_DONE}
         return ResultDecision(Then.REPLACE, changes, reason=result.reason)

@@ -104,13 +104,14 @@ def test_an_in_progress_result_records_its_physical_id_and_asks_an_observer() ->
 
     assert decision.then is Then.OBSERVE
     assert decision.changes == {"physical_id": "p2", "observing_job": "j1"}
+    assert decision.observed == "p2"
     assert decision.event is None
 
 
 def test_an_in_progress_result_without_a_physical_id_keeps_the_rows() -> None:
     decision = decide_result(running(), result(JobOutcome.IN_PROGRESS), stack())
 
-    assert decision.changes["physical_id"] == "p1"
+    assert decision.changes["physical_id"] == decision.observed == "p1"
 
 
 def test_replace_from_the_current_traversal_completes_the_row_and_replaces_it() -> None:
