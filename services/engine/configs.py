@@ -1,7 +1,7 @@
 """The config (and deployment) resource types' jobs, run by the engine in the transaction
 that issues them.
 
-Where it sits: `checks.Convergence` issues a job for a resource of a config type
+Where it sits: `convergence.issuing` issues a job for a resource of a config type
 (`shared.plugins.builtin.software_config.CONFIG_TYPES`) like any job, but
 instead of sending it to the workers it calls `run_config_job` in the same
 transaction: the config row is written (or deleted) in `software_configs` and
@@ -11,7 +11,7 @@ separated from the write. The config id is made from the job id, so a job run
 twice writes one config; recovery never sends such a job to a worker (its
 result left with the transaction that ran it). A stale result of such a job
 (a newer job took over the row first) deletes the config it made, unless a row
-owns it (`reap_config`, from `checks`).
+owns it (`reap_config`, from `convergence.reaping`).
 
 The deployment types (OS::Heat::SoftwareDeployment, StructuredDeployment) are
 run the same way, by `services.engine.deployments`, except that a deployment's
@@ -140,7 +140,7 @@ async def _run(
 
 
 async def reap_config(tx: Tx, result: JobResult) -> None:
-    """A stale create result: delete the config unless a row owns it (`checks` asks)."""
+    """A stale create result: delete the config unless a row owns it (`convergence.reaping` asks)."""
     if is_deployment_type(result.resource_type):
         await reap_deployment(tx, result)
         return

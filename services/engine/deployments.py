@@ -1,6 +1,6 @@
 """The deployment resource types' jobs and the agent's signals, run by the engine.
 
-Where it sits: `checks.Convergence` issues a job for an OS::Heat::SoftwareDeployment
+Where it sits: `convergence.issuing` issues a job for an OS::Heat::SoftwareDeployment
 or StructuredDeployment like any job, and `configs.run_config_job` hands it
 here, in the transaction that issues it (the engine is the only writer of
 `software_deployments`):

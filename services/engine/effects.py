@@ -9,7 +9,7 @@ and outbox rows are then written in one statement each.
 
 Nodes finished in the transaction are gathered too (`finished`): what they
 mean for their sync points and their traversal's end is settled once, just
-before the commit (`Convergence.settle`), in one statement for all the sync
+before the commit (`convergence.propagation.settle`), in one statement for all the sync
 points and one per traversal whose sinks finished.
 """
 

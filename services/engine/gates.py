@@ -2,7 +2,7 @@
 an update with `converge: true` makes before it decides, and the pause a group member
 of a later batch waits (`update_policy`'s `pause_time`).
 
-Where it sits: a node's check (`services.engine.checks`) has decided what to do
+Where it sits: a node's check (`services.engine.convergence.checks`) has decided what to do
 with its resource; before acting it calls `before_forward` (or
 `before_cleanup`), which answers whether the node may act now. When it may
 not, the gate it waits at is recorded on the row (compare-and-swap, in the

@@ -1,7 +1,7 @@
 """Resolving a resource's goal and a stack's outputs at check time, off the loop when needed.
 
 Where it sits: between the callers that resolve compiled values from the
-current rows (a node check in `checks`, an update preview in `operations`,
+current rows (a node check in `convergence.checks`, an update preview in `operations`,
 stack show and output routes in `api.deps`, a nested stack's answer to its
 parent in `nested.answer`) and the pure `template.resolve`. Most values are
 resolved inline: the evaluation budget bounds them. A value holding a

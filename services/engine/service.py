@@ -1,7 +1,7 @@
 """The engine's long-running parts, independent of how the process hosts them.
 
 `EngineService` registers this engine and keeps its heartbeat, consumes the
-`engine` queue (node checks and job results, see `checks`), relays outbox
+`engine` queue (node checks and job results, see `convergence`), relays outbox
 messages left behind by a failed publish or a dead engine, and offers the
 stack operations (`operations`). `converge-engine` and `converge up` both
 host it, and both build it the one way the test harnesses do too:
@@ -45,8 +45,8 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.deps import READS_PER_PROJECT, ApiDeps, ApiLimits, ReadSlots
 from services.engine.api.masking import SecretsCache
 from services.engine.batching import Batches
-from services.engine.checks import Convergence
 from services.engine.conflicts import retry_conflicts
+from services.engine.convergence import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
 from services.engine.definitions import DefinitionCache

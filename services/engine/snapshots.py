@@ -7,7 +7,7 @@ IN_PROGRESS snapshot whose id is the traversal id of a SNAPSHOT action over
 the stack's resources (a stack action, like check: SNAPSHOT_IN_PROGRESS,
 then SNAPSHOT_COMPLETE). Each resource whose type takes snapshots gets a job
 (`ResourceType.snapshot`); what it kept is recorded as the job ends
-(`job_ended`, from `checks`), and when the action ends (`snapshot_ended`,
+(`job_ended`, from `convergence.results`), and when the action ends (`snapshot_ended`,
 from `nested.answer.Answers.stack_ended`, which every end of an operation
 passes through) the snapshot is COMPLETE (or FAILED) with it. A restore is an
 update back to the snapshot's goal (stack action RESTORE); export answers

@@ -1,6 +1,6 @@
 """The ends of snapshot work inside the check path (async shell, in the caller's transaction).
 
-Where it sits: `checks.Convergence` calls `job_ended` when a resource's job
+Where it sits: `convergence.results` calls `job_ended` when a resource's job
 returns what its own snapshot kept; `nested.answer.Answers.stack_ended`,
 which every end of a stack operation passes through, calls `snapshot_ended`
 when a SNAPSHOT action ends. Kept apart from `snapshots` (the API's shell) so

@@ -1,7 +1,7 @@
 """Starting a traversal, and what a failed one turns into (rollback or FAILED).
 
 Where it sits: `operations` starts traversals for create/update/delete;
-`checks` calls `fail_or_roll_back` when a resource fails or the stack times
+`convergence` calls `fail_or_roll_back` when a resource fails or the stack times
 out, and `operations` when an update is cancelled. Starting a traversal is
 one transaction: new rows for new resources, the graph (`core.graph`), the
 stack's fresh traversal id (which alone preempts whatever was running) and

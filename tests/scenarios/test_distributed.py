@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import pytest_asyncio
 
-from services.engine.checks import Convergence
+from services.engine.convergence import Convergence
 from services.engine.operations import Operations
 from services.engine.store import connect
 from services.engine.store.migrate import migrate

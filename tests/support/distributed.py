@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from services.engine.checks import Convergence
+from services.engine.convergence import Convergence
 from services.engine.core.model import StackId
 from services.engine.operations import Goal, Operations
 from tests.support.fake_rest_api import FakeApi

@@ -4,7 +4,7 @@ Real: the repository's files as they are. README.md, every page of docs/ and
 every docstring (module, class, function) under services/, shared/, tests/,
 bench/ and deploy/ are read, and what they name must be there:
 
-- a repository path (`services/engine/checks.py`, `tests/support/`): the file
+- a repository path (`services/engine/convergence/checks.py`, `tests/support/`): the file
   or folder exists. A path without its extension names a file that has one
   (`examples/web-tier`), `<...>` and `{...}` are placeholders, and
   `path.py:name` names something in that module;

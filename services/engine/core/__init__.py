@@ -2,12 +2,12 @@
 
 `model` (records and states) -> `graph` (the traversal graph of an
 operation) -> `gates` (what a node's check waits at) -> `decide` (what
-checking a node does; the reason a failed job leaves). Beside them, one
+checking a node does; the reason a failed job leaves) -> `results` (what a
+job's result does to its row, its node and its stack). Beside them, one
 module per concern: `drift`, `healing`, `nesting`, `nested_checks`,
 `ownership`, `quotas`, `recovery`, `scaling`, `snapshots`, `updates`.
 The async shell loads the records, calls these, and commits what they return
-in one transaction: `services.engine.checks` (node checks and job results),
-`services.engine.operations` and `services.engine.traversal` (starting an
-operation), and the modules named in each one's "Where it sits". What a job
-result does is still decided in the shell (`checks.Convergence`).
+in one transaction: `services.engine.convergence` (node checks and job
+results), `services.engine.operations` and `services.engine.traversal`
+(starting an operation), and the modules named in each one's "Where it sits".
 """

@@ -1,6 +1,6 @@
 """Gates: what a node's check waits at before it acts. Pure.
 
-Where it sits: the check of a node (`services.engine.checks`) has decided
+Where it sits: the check of a node (`services.engine.convergence.checks`) has decided
 what to do with its resource; before it acts, `services.engine.gates` asks
 which gates apply (`forward_gates`, `cleanup_gates`) and whether the node has
 passed them (`next_gate`, from the `GateState` stored on the row). Two kinds:

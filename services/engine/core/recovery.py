@@ -20,7 +20,7 @@ The database alone says what was in flight:
   all done, and for which no row has a job in flight, lost its check: the
   check is sent again. A duplicate check is harmless: one of a done node
   stops, one that finds its node's job in flight stops, one that finds an
-  older job on the row waits for it (services/engine/checks.py).
+  older job on the row waits for it (services/engine/convergence/checks.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Nested stacks, decoupled: each child stack is an independent stack.
 
 Flow. A resource of a nested type (`core.nesting.is_nested`) is checked like
-any resource (`checks`), but its job goes to the engine queue as a
+any resource (`convergence.issuing`), but its job goes to the engine queue as a
 `NestedStackJob` instead of to the workers. Whichever engine takes it
 (`children.Children.start`) starts the child's operation — create, update,
 delete, check, suspend or resume, through the same traversal code as any

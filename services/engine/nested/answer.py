@@ -1,7 +1,7 @@
 """A child stack's operation ended: answer the parent's job (in the same transaction).
 
 Where it sits: every place where a stack's operation ends — the last node
-done (`checks`), an empty graph (`traversal`), a failure without rollback
+done (`convergence.propagation`), an empty graph (`traversal`), a failure without rollback
 (`traversal.fail_or_roll_back`), a cancel (`operations`, `children`) — calls
 `Answers.stack_ended` in the transaction that records the outcome. For a
 child stack whose operation answers a parent job, it emits that job's

@@ -1,6 +1,6 @@
 """Running a nested resource's job as an operation of its child stack (async shell).
 
-Where it sits: `checks.Convergence.handle` passes `NestedStackJob` and
+Where it sits: `convergence.Convergence.handle` passes `NestedStackJob` and
 `CancelNested` messages here, inside the transaction that claimed the message
 (inbox) and that commits the effects (rows, events, outbox).
 

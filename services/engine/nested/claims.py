@@ -4,7 +4,7 @@ and what a new goal must pass before it is stored.
 Where it sits: every place a stack id from outside reaches the engine goes
 through here. `owned_child` is how `nested.children` finds a resource's child
 stack, every time it acts on it; `take_over` adopts the stack an
-`external_id` names (`checks`, when the resource's forward node runs);
+`external_id` names (`convergence.checks`, when the resource's forward node runs);
 `admit_stack` (`Operations.create`) and `admit_goal` (update, delete) refuse
 ids of stacks the resources may not have, and goals past the project's
 stack quota or the tree's resource limit (`core.quotas`), with an

@@ -3,8 +3,8 @@ resource metadata and a stack's own settings.
 
 Where it sits: `services.engine.gates` reads a row's gate state (written with
 `Tx.update_resource`, a compare-and-swap like every row change) and whether
-a traversal converges (observes before deciding); `services.engine.checks`
-writes a row's resolved metadata with its other changes, and
+a traversal converges (observes before deciding);
+`services.engine.convergence.checks` writes a row's resolved metadata with its other changes, and
 `services.engine.nested.children` reads it back for a child's
 `resource_facade`; `services.engine.operations` reads and writes the tags,
 timeout and rollback setting an update may change; the engine's timer passes

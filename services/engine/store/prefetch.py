@@ -16,7 +16,7 @@ may be as old as the batch's start, which is no more than a batch that started
 a little later would have missed: an operation that preempts a traversal
 claims (locks and bumps) every row of its stack before it moves the stack's
 traversal, so it waits for the batch, or the batch for it. Resources are read
-before stacks for that reason, as `checks` reads the stack again after the row.
+before stacks for that reason, as `convergence.checks` reads the stack again after the row.
 """
 
 from __future__ import annotations

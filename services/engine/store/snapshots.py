@@ -2,8 +2,8 @@
 
 Where it sits: `services.engine.snapshots` writes a snapshot in the
 transaction that starts its SNAPSHOT action, records what each resource's own
-snapshot kept as that resource's job ends (`services.engine.checks`), and
-completes it in the transaction that ends the action; the API reads them back
+snapshot kept as that resource's job ends (`services.engine.convergence.results`),
+and completes it in the transaction that ends the action; the API reads them back
 through the same shell. Every statement names the stack, so a snapshot is
 found only under its own stack.
 """
