@@ -3,8 +3,10 @@
 `model` (records and states) -> `graph` (the traversal graph of an
 operation) -> `gates` (what a node's check waits at) -> `decide` (what
 checking a node does; the reason a failed job leaves). Beside them, one
-module per concern: `drift`, `healing`, `nesting`, `nested_checks`,
-`ownership`, `quotas`, `recovery`, `scaling`, `snapshots`, `updates`.
+module per concern: `drift`, `healing`, `nesting` (a child stack's goal in
+`child_goals`, from `groups` and `chains`; what it passes back in
+`child_attributes`), `nested_checks`, `ownership`, `quotas`, `recovery`,
+`scaling`, `snapshots`, `updates`.
 The async shell loads the records, calls these, and commits what they return
 in one transaction: `services.engine.checks` (node checks and job results),
 `services.engine.operations` and `services.engine.traversal` (starting an
