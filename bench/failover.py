@@ -39,7 +39,7 @@ import aiohttp
 import asyncpg
 
 from bench.harness.options import Options
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from tests.support import rabbit
 from tests.support.databases import create_database, drop_database
 from tests.support.service_cluster import Driver, ServiceCluster

@@ -20,15 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from services.engine.core.child_goals import ChildGoal, child_goal
+from services.engine.core.groups import check_group_sizes, group_policy_errors
 from services.engine.core.nested_checks import nested_errors
-from services.engine.core.nesting import (
-    ChildGoal,
-    NestedInvalid,
-    ScalingState,
-    check_group_sizes,
-    child_goal,
-    group_policy_errors,
-)
+from services.engine.core.nesting import NestedInvalid, ScalingState
 from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
@@ -294,7 +289,7 @@ def load_child_goal(
     failed: Sequence[str] = (),
 ) -> tuple[ChildGoal, StackDefinition]:
     """A nested resource's child goal (its template parsed) and validated definition.
-    `resource_name` and `facade`: see `core.nesting.child_goal`.
+    `resource_name` and `facade`: see `core.child_goals.child_goal`.
     Raises `NestedInvalid` or another `InvalidInput` naming what is wrong."""
     budget = Budget(limits)
     goal = child_goal(

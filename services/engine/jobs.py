@@ -12,8 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from services.engine.core.child_attributes import GroupAttributes
 from services.engine.core.model import ResourceRow, StackRow, TraversalId
-from services.engine.core.nesting import CHAIN_TYPE, GROUP_TYPE, GroupAttributes
+from services.engine.core.nesting import CHAIN_TYPE, GROUP_TYPE
 from services.engine.template import ResourceData
 from services.engine.template.environment import is_template_reference
 from shared.plugins import ResourceType

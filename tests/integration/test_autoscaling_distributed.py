@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster
 from tests.support.waiting import eventually

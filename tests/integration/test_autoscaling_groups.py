@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from services.engine.core.model import StackId
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from services.engine.signals import Unauthorized
 from shared.errors import ConflictError, InvalidInput
 from tests.support.convergence import Converge, converge

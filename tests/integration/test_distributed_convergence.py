@@ -17,7 +17,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.engine.operations import Goal, Operations
+from services.engine.goals import Goal
+from services.engine.operations import Operations
 from services.engine.store import connect
 from shared.bus.amqp import AmqpBus
 from tests.support.engine_settings import idle_engine

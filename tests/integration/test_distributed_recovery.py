@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE
 from tests.support import rabbit
 from tests.support.fake_rest_api import FakeApi, serve

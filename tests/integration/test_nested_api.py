@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from tests.support.api import call
 from tests.support.convergence import Converge, converge
 

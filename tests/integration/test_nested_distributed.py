@@ -22,7 +22,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.engine.operations import Goal, Operations
+from services.engine.goals import Goal
+from services.engine.operations import Operations
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster
 from tests.support.waiting import eventually

@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from services.engine.core.model import Action, StackId
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from shared.errors import ConflictError, NotFound
 from tests.support.convergence import Converge, converge
 from tests.support.waiting import eventually

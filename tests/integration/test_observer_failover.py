@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.service_cluster import Driver, ServiceCluster
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.ports import free_port
 from tests.support.private_servers import PrivatePostgres, PrivateRabbit

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
 from services.engine.core.model import StackId
-from services.engine.operations import Goal
+from services.engine.goals import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.store.migrate import migrate

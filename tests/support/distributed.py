@@ -20,7 +20,8 @@ import asyncpg
 
 from services.engine.convergence import Convergence
 from services.engine.core.model import StackId
-from services.engine.operations import Goal, Operations
+from services.engine.goals import Goal
+from services.engine.operations import Operations
 from tests.support.fake_rest_api import FakeApi
 from tests.support.waiting import stack_settled
 from tests.support.world import Real

@@ -4,8 +4,10 @@
 operation) -> `gates` (what a node's check waits at) -> `decide` (what
 checking a node does; the reason a failed job leaves) -> `results` (what a
 job's result does to its row, its node and its stack). Beside them, one
-module per concern: `drift`, `healing`, `nesting`, `nested_checks`,
-`ownership`, `quotas`, `recovery`, `scaling`, `snapshots`, `updates`.
+module per concern: `drift`, `healing`, `nesting` (a child stack's goal in
+`child_goals`, from `groups` and `chains`; what it passes back in
+`child_attributes`), `nested_checks`, `ownership`, `quotas`, `recovery`,
+`scaling`, `snapshots`, `updates`.
 The async shell loads the records, calls these, and commits what they return
 in one transaction: `services.engine.convergence` (node checks and job
 results), `services.engine.operations` and `services.engine.traversal`

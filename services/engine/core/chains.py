@@ -1,6 +1,6 @@
 """OS::Heat::ResourceChain's child template. Pure.
 
-Where it sits: `core.nesting.child_goal` calls `chain_template` when a chain's
+Where it sits: `core.child_goals.child_goal` calls `chain_template` when a chain's
 job becomes an operation of its child stack. The child has one member per
 entry of `resources`, named by its index ("0", "1", ...), of that type, each
 given `resource_properties`; unless `concurrent`, each member `depends_on` the
@@ -8,7 +8,7 @@ one before it, so the child creates them in order (and deletes them in
 reverse). Changing an entry's type replaces that member only; adding entries
 adds members at the end, removing entries deletes the last ones.
 
-Its attributes are a group's (`core.nesting.group_attributes`: `refs`,
+Its attributes are a group's (`core.child_attributes.group_attributes`: `refs`,
 `refs_map`, `attributes`, `resource.<n>[.<name>]`, and any other name as the
 list of that attribute of every member, in chain order), without the
 group-only `removed_rsrc_list`. A chain's `get_resource` is its child stack's id,

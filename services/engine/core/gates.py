@@ -16,7 +16,7 @@ passed them (`next_gate`, from the `GateState` stored on the row). Two kinds:
   looked at by an observer before its decision, so what changed out of band
   is what the decision compares with the goal.
 - `pause`: a member of a ResourceGroup's batch after the first (its
-  `update_policy`'s `pause_time`, see `core.nesting.batches`) waits that long
+  `update_policy`'s `pause_time`, see `core.groups.batches`) waits that long
   once the batch before it is done, before it is created or updated; the
   engine's timer passes the gate when the time is up.
 

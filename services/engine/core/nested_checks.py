@@ -30,6 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from services.engine.core.groups import member_snippet
 from services.engine.core.nesting import (
     CHAIN_TYPE,
     GROUP_TEMPLATE_VERSION,
@@ -37,7 +38,6 @@ from services.engine.core.nesting import (
     SCALING_TYPE,
     STACK_TYPE,
     child_environment,
-    member_snippet,
 )
 from services.engine.template import Budget, StackDefinition, StackIdentity, TemplateError, TemplateLimits
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints

@@ -23,15 +23,9 @@ from typing import Any
 
 import structlog
 
+from services.engine.core.child_attributes import Member, child_attributes
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
-from services.engine.core.nesting import (
-    MEMBER_GROUPS,
-    SCALING_TYPE,
-    Member,
-    child_attributes,
-    is_nested,
-    scaling_state,
-)
+from services.engine.core.nesting import MEMBER_GROUPS, SCALING_TYPE, is_nested, scaling_state
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data

@@ -11,7 +11,7 @@ the child is found again through `nested.claims.owned_child` every time, so a
 physical id naming a stack the resource does not own (another project's, or
 another resource's) is never acted on; every job sets the
 child's `owner_job_id` to the job and begins the child's operation — update
-to the goal `core.nesting.child_goal` computes, delete, check, suspend or
+to the goal `core.child_goals.child_goal` computes, delete, check, suspend or
 resume — through the same traversal code as any stack, which preempts
 whatever the child was doing. A job the parent no longer waits for is
 dropped; one whose parent operation ended before it started is answered
@@ -38,15 +38,15 @@ from typing import Any
 
 import structlog
 
+from services.engine.core.child_attributes import removed_names
+from services.engine.core.child_goals import ChildGoal
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.nesting import (
     GROUP_TYPE,
     SCALING_TYPE,
-    ChildGoal,
     NestedInvalid,
     child_name,
     facade_of,
-    removed_names,
     scaling_state,
 )
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal

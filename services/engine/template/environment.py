@@ -38,7 +38,7 @@ RESTRICTED_ACTIONS = ("update", "replace")
 #: (its parent resource's metadata, deletion_policy and update_policy).
 FACADE_SECTION = "converge_resource_facade"
 #: A Converge-internal section of a group's child: the pause between its batches
-#: (`core.nesting.batches`; the gate in `services.engine.gates` waits it out).
+#: (`core.groups.batches`; the gate in `services.engine.gates` waits it out).
 BATCH_PAUSE_SECTION = "converge_batch_pause"
 _SECTIONS = frozenset(
     {

@@ -18,7 +18,7 @@ completes the resource's job: a non-zero `deploy_status_code` fails it, with
 
 OS::Heat::SoftwareDeploymentGroup and StructuredDeploymentGroup deploy to every
 server of their `servers` map: they are nested stacks of one deployment per server
-(`services.engine.core.nesting`), with attributes that map each server's name to
+(`services.engine.core.child_goals`), with attributes that map each server's name to
 its deployment's (`group_members`, `group_attributes`).
 
 The pure parts the engine uses: `derived_config`, `signal_outcome`,

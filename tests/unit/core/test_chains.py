@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from services.engine.core.nesting import Member, NestedInvalid, child_attributes, child_goal
+from services.engine.core.child_attributes import Member, child_attributes
+from services.engine.core.child_goals import child_goal
+from services.engine.core.nesting import NestedInvalid
 from services.engine.template import DEFAULT_LIMITS, Budget, BudgetExceeded, TemplateLimits
 
 CHAIN = "OS::Heat::ResourceChain"

@@ -9,19 +9,16 @@ from typing import Any
 import pytest
 import structlog
 
+from services.engine.core.child_attributes import GroupAttributes, Member, child_attributes
+from services.engine.core.child_goals import child_goal
 from services.engine.core.decide import Forward, decide_forward
+from services.engine.core.groups import group_plan, group_template
 from services.engine.core.model import Action, ResourceId, ResourceRow, StackId, Status
 from services.engine.core.nesting import (
     GOAL_KEY,
-    GroupAttributes,
-    Member,
     NestedInvalid,
-    child_attributes,
-    child_goal,
     child_name,
     goal_digest,
-    group_plan,
-    group_template,
     is_nested,
     with_digest,
 )

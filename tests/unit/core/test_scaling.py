@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.engine.core.nesting import ScalingState, scaling_template
+from services.engine.core.child_goals import scaling_template
+from services.engine.core.nesting import ScalingState
 from services.engine.core.scaling import (
     Cooldown,
     Group,

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from services.engine.core.child_goals import child_goal
 from services.engine.core.decide import Forward, restricted_action, restricted_failure
 from services.engine.core.gates import PAUSE, forward_gates
+from services.engine.core.groups import batches
 from services.engine.core.model import Action
-from services.engine.core.nesting import NestedInvalid, batches, child_environment, child_goal
+from services.engine.core.nesting import NestedInvalid, child_environment
 from services.engine.template import parse_environment
 from services.engine.template.environment import BATCH_PAUSE_SECTION
 from services.engine.template.errors import TemplateInvalid

@@ -254,7 +254,7 @@ def test_a_mapping_is_measured_while_walked_not_serialised() -> None:
 
 
 def test_a_group_count_over_the_resource_limit_is_refused_when_the_stack_loads() -> None:
-    from services.engine.core.nesting import check_group_sizes
+    from services.engine.core.groups import check_group_sizes
     from shared.plugins.registry import load_types
 
     template = {
@@ -276,7 +276,8 @@ def test_a_group_count_over_the_resource_limit_is_refused_when_the_stack_loads()
 
 
 def test_a_group_whose_template_would_be_too_big_is_refused_before_it_is_built() -> None:
-    from services.engine.core.nesting import NestedInvalid, child_goal
+    from services.engine.core.child_goals import child_goal
+    from services.engine.core.nesting import NestedInvalid
 
     properties = {"count": 90_000, "resource_def": {"type": "OS::Heat::None", "properties": {"a": "b" * 100}}}
     with peak_allocation() as peak, pytest.raises(NestedInvalid) as caught:
@@ -287,7 +288,7 @@ def test_a_group_whose_template_would_be_too_big_is_refused_before_it_is_built()
 
 
 def test_building_a_group_is_charged_to_the_budget() -> None:
-    from services.engine.core.nesting import child_goal
+    from services.engine.core.child_goals import child_goal
 
     properties = {"count": 5000, "resource_def": {"type": "OS::Heat::None", "properties": {"a": "b"}}}
     small = Budget(TemplateLimits(max_evaluation_items=1000))

@@ -1,5 +1,11 @@
 """Stack operations: create, update and delete are all updates to a goal.
 
+Where it sits: `Operations` is the one entry through which the API, snapshots
+(restore), the tests and the bench start or stop a stack's operation; its
+other operations — check, suspend, resume, cancel, abandon — are in
+`operations.actions`, the preview of an update in `operations.preview`,
+why an operation is refused in `operations.errors`.
+
 An operation validates the new template before anything changes (parsing,
 validating and evaluating it in the template pool, `goals.load_goal`, never
 on the event loop), then in one transaction stores it, gives the stack a fresh traversal id (which alone
@@ -25,63 +31,35 @@ from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.core.decide import Forward, decide_forward
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
-from services.engine.core.snapshots import stack_document
 from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
-from services.engine.jobs import reference_data
-from services.engine.nested.answer import Answers, cancel_children
-from services.engine.nested.children import stop_stack
-from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids, release
+from services.engine.nested.answer import Answers
+from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids
+from services.engine.operations.actions import abandon_stack, begin_action, cancel_operation
+from services.engine.operations.errors import ImmutableParameterModified, Refused, StackExists, StackNotFound
+from services.engine.operations.preview import resource_changes
 from services.engine.outbox import Outbox
-from services.engine.resolving import goal_values
 from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import (
-    DEFAULT_LIMITS,
-    ResolutionError,
-    StackDefinition,
-    TemplateLimits,
-)
+from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits
 from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
 from services.engine.template_pool import INLINE, TemplateRunner
-from services.engine.traversal import EMPTY_TEMPLATE, begin_stack_action, begin_traversal, fail_or_roll_back
-from shared.errors import ConflictError, InvalidInput, NotFound
+from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal
+from shared.errors import ConflictError, InvalidInput
 from shared.plugins import ResourceType
 
 log = structlog.get_logger(__name__)
 
 
-class Refused(ConflictError):
-    """The stack's state does not allow this operation now (not retried)."""
-
-
-class StackExists(Refused):
-    """A live stack of that name exists in the project."""
-
-
-class NotCancellable(InvalidInput):
-    """Only a create or update in progress can be cancelled."""
-
-
-class StackNotFound(NotFound):
-    """No such stack (or not visible to this project)."""
-
-
-class ImmutableParameterModified(InvalidInput):
-    """An update gives an `immutable: true` parameter another value (400, as Heat)."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        super().__init__("The following parameters are immutable and may not be updated: " + ", ".join(names))
-        self.names = tuple(names)
-
-
 class Operations:
+    """Start and stop stack operations. Each writes in one transaction, then
+    publishes what it queued; update, delete, the stack actions and cancel run
+    again when they lose a race with a check (a conflict), unless refused."""
+
     def __init__(
         self,
         *,
@@ -215,60 +193,19 @@ class Operations:
             await self._refuse_immutable_changes(tx, stack, definition)
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
             await check_external_ids(tx, stack, definition, current_ids)
-        current = {r.name: r for r in rows if r.replaced_by is None}
-        data = {n: reference_data(r, self._types) for n, r in current.items() if r.exists}
-        changes: dict[str, list[ResourceRow | str]] = {
-            k: [] for k in ("added", "deleted", "replaced", "updated", "unchanged")
-        }
-        for name, goal_resource in definition.resources.items():
-            row = current.get(name)
-            if row is None or not row.exists:
-                changes["added"].append(name)
-                continue
-            try:
-                properties, metadata = await goal_values(self._templates, definition, name, data)
-            except ResolutionError:
-                changes["updated"].append(row)
-                continue
-            nested = is_nested(goal_resource.type)
-            cls = self._types.get(goal_resource.type)
-            if nested:  # as its check digests it (`checks`), what resource_facade gives included
-                policy, updates = goal_resource.deletion_policy.value, goal_resource.update_policy
-                facade = facade_of(metadata, policy, updates)
-                properties = with_digest(
-                    properties, goal_digest(loaded.goal.environment, loaded.goal.files, facade)
-                )
-            decision = decide_forward(
-                row,
-                type_name=goal_resource.type,
-                schema=cls.properties if cls is not None else None,
-                properties=properties,
-                external_id=goal_resource.external_id,
-                nested=nested,
-                replaced_on_update=cls is not None and cls.replaced_on_update,  # by the new template
-            )
-            kind = {Forward.NOTHING: "unchanged", Forward.REPLACE: "replaced"}.get(decision.kind, "updated")
-            changes[kind].append(row)
-        changes["deleted"] = [r for n, r in current.items() if n not in definition.resources]
+        changes = await resource_changes(
+            rows, definition, loaded.goal, types=self._types, templates=self._templates
+        )
         return changes, loaded.goal
 
     async def stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
-        """Check, suspend or resume every current resource (see `begin_stack_action`)."""
+        """Check, suspend or resume every current resource (see `actions.begin_action`)."""
         return await _retrying(lambda: self._stack_action(stack_id, action))
 
     async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         effects = Effects()
         async with self._store.transaction() as tx:
-            existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
-            stack = await tx.stack(stack_id, lock=True)
-            if stack is None:
-                raise StackNotFound(f"stack {stack_id} not found")
-            refusal = stack_action_refusal(stack, action)
-            if refusal:
-                raise Refused(refusal)
-            traversal = await begin_stack_action(
-                tx, stack, action=action, fx=effects, existing=existing, answers=self._answers
-            )
+            traversal = await begin_action(tx, stack_id, action, effects, answers=self._answers)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
@@ -278,43 +215,7 @@ class Operations:
         `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            rows = await tx.claim_resources(stack_id)
-            stack = await tx.stack(stack_id, lock=True)
-            if stack is None:
-                raise StackNotFound(f"stack {stack_id} not found")
-            if stack.status is Status.IN_PROGRESS or stack.current_template_id is None:
-                state = f"{stack.action.value}_{stack.status.value}"
-                raise Refused(f"stack {stack.name} is {state}: abandon it once the operation has ended")
-            record = await tx.template(stack.current_template_id)
-            assert record is not None
-            settings = await tx.stack_settings(stack_id)
-            data = stack_document(  # Heat's abandon data, as `create(adopt=...)` reads it back
-                stack,
-                template=record.template,
-                environment=record.environment,
-                files=record.files,
-                parameters=record.parameters,
-                tags=settings.tags if settings is not None else (),
-                rows=rows,
-                metadata=await tx.resources_metadata(stack_id),
-            )
-            for row in rows:
-                if is_nested(row.type):  # left in place too, free to be adopted again
-                    await release(tx, stack, row)
-                if not await tx.delete_resource(row):
-                    raise ConflictError(f"resource {row.resource_id} changed while abandoning")
-            reason = "Stack abandoned: its resources were left in place"
-            traversal = TraversalId(uuid.uuid4())
-            await tx.begin_operation(
-                stack_id,
-                traversal=traversal,
-                template_id=stack.current_template_id,
-                previous_template_id=stack.previous_template_id,
-                action=Action.DELETE,
-                reason=reason,
-            )
-            await tx.set_stack_status(stack_id, traversal, Status.COMPLETE, reason, deleted=True)
-            effects.stack_event(stack, Action.DELETE.value, "COMPLETE", reason)
+            data = await abandon_stack(tx, stack_id, effects)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return data
@@ -323,35 +224,12 @@ class Operations:
         await _retrying(lambda: self._cancel(stack_id, rollback=rollback))
 
     async def _cancel(self, stack_id: StackId, *, rollback: bool) -> None:
-        """Stop the operation in progress: roll back to the previous template, or stop
-        where it is (FAILED, "cancelled"). Actions already running at workers finish
-        and their outcomes are recorded; child stacks in progress are cancelled (and,
-        with rollback, then converged back with their parent)."""
+        """See `actions.cancel_operation`."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            rows = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
-            stack = await tx.stack(stack_id, lock=True)
-            if stack is None:
-                raise StackNotFound(f"stack {stack_id} not found")
-            if stack.status is not Status.IN_PROGRESS or stack.action not in (Action.CREATE, Action.UPDATE):
-                state = f"{stack.action.value}_{stack.status.value}"
-                raise NotCancellable(f"Cancelling update when stack is {state} is not supported")
-            assert stack.current_traversal is not None
-            reason = f"Stack {stack.action.value} cancelled"
-            if rollback:
-                cancel_children(rows, effects)
-                await fail_or_roll_back(
-                    tx,
-                    stack,
-                    stack.current_traversal,
-                    reason,
-                    effects,
-                    definitions=self._definitions,
-                    force_rollback=True,
-                    answers=self._answers,
-                )
-            else:
-                await stop_stack(tx, stack, rows, effects, answers=self._answers)
+            await cancel_operation(
+                tx, stack_id, effects, rollback=rollback, definitions=self._definitions, answers=self._answers
+            )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
 
@@ -442,21 +320,6 @@ class Operations:
             existing=existing,
             answers=self._answers,
         )
-
-
-def stack_action_refusal(stack: StackRow, action: Action) -> str | None:
-    """Why `action` (check, suspend, resume) cannot start on `stack` now; None if it can."""
-    state = f"{stack.action.value}_{stack.status.value}"
-    if stack.status is Status.IN_PROGRESS:
-        return f"stack {stack.name} is {state}: wait for it to finish or cancel it first"
-    if stack.current_template_id is None:
-        return f"stack {stack.name} has no template yet"
-    resumable = stack.action is Action.SUSPEND or (
-        stack.action is Action.RESUME and stack.status is Status.FAILED
-    )
-    if action is Action.RESUME and not resumable:
-        return f"stack {stack.name} is {state}, not suspended: only a suspended stack can be resumed"
-    return None
 
 
 def draft_stack(
