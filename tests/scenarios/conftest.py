@@ -1,4 +1,4 @@
-"""Scenario fixtures: seeds to replay each scenario under (CONVERGE_TEST_SEEDS, default 8;
+"""Scenario fixtures: seeds to replay each scenario under (CONVERGE_TEST_SEEDS, default 6;
 `make test-long` runs 200)."""
 
 from __future__ import annotations
@@ -10,5 +10,5 @@ import pytest
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "seed" in metafunc.fixturenames:
-        count = int(os.environ.get("CONVERGE_TEST_SEEDS", "8"))
+        count = int(os.environ.get("CONVERGE_TEST_SEEDS", "6"))
         metafunc.parametrize("seed", range(count))

@@ -3,7 +3,7 @@ and under a subset of them with engines crashing between any two steps.
 
 Real: PostgreSQL, the engine's convergence code, the worker, the observer,
 the plugins. The in-process bus shuffles and duplicates deliveries from the
-seed (CONVERGE_TEST_SEEDS, default 8; `make test-long`: 200); the cloud is a `World`. With crashes,
+seed (CONVERGE_TEST_SEEDS, default 6; `make test-long`: 200); the cloud is a `World`. With crashes,
 two engines consume and the seed also picks handlers that kill their engine
 mid-transaction or after the commit (tests/support/crashes.py); each dead
 engine is replaced by a fresh one on the same database.
@@ -23,9 +23,9 @@ from tests.support.harness import Harness
 
 pytestmark = pytest.mark.integration
 
-# One seed in CRASH_EVERY also runs with engine crashes (2 of the default 8, 50 of 200).
+# One seed in CRASH_EVERY also runs with engine crashes (2 of the default 6, 50 of 200).
 CRASH_EVERY = 4
-CRASH_SEEDS = range(0, int(os.environ.get("CONVERGE_TEST_SEEDS", "8")), CRASH_EVERY)
+CRASH_SEEDS = range(0, int(os.environ.get("CONVERGE_TEST_SEEDS", "6")), CRASH_EVERY)
 IDS = [s.__name__ for s in SCENARIOS]
 
 

@@ -8,7 +8,7 @@ stale or already recorded. Nothing is created twice, nothing is left behind.
 Real: PostgreSQL, the engine's convergence code, the worker, the observer, the plugins.
 The in-process bus shuffles and duplicates deliveries from the seed and sends a third of
 the messages again under a new id; the cloud is a `World`. Seeds: one in twenty of
-CONVERGE_TEST_SEEDS (default 8).
+CONVERGE_TEST_SEEDS (default 6).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.support.harness import Harness
 
 pytestmark = pytest.mark.integration
 
-RESEND_SEEDS = range(0, int(os.environ.get("CONVERGE_TEST_SEEDS", "8")), 20)
+RESEND_SEEDS = range(0, int(os.environ.get("CONVERGE_TEST_SEEDS", "6")), 20)
 
 
 @pytest.mark.parametrize("resend_seed", RESEND_SEEDS)
