@@ -8,6 +8,7 @@ The test starts operations through the engine's operations layer.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -28,6 +29,7 @@ from tests.support.fake_rest_api import FakeApi, serve
 from tests.support.harness import Harness
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
+from tests.support.rabbit import delete_test_queues
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
@@ -75,6 +77,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         await bus.close()
         await pool.close()
         await drop_database(DB_URL, name)
+        await asyncio.to_thread(delete_test_queues, AMQP_URL, prefix)  # quorum queues pile up otherwise
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
