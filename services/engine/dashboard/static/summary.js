@@ -15,7 +15,7 @@ export async function summaryOf(api, resourcePath) {
     const members = summary.deployments || [];
     return [
       h("h3", {}, `Deployments (${members.length + summary.more_members})`),
-      h("div", { id: "deployment-members" }, members.map((d) => h("section", { class: "member", dataset: { member: d.name } }, h("h4", {}, d.name), deployment(d)))),
+      h("div", { id: "deployment-members" }, members.map((d) => member(d, members.length <= 3))),
       summary.more_members ? h("p", { class: "muted" }, `and ${summary.more_members} more`) : "",
     ];
   }
@@ -23,7 +23,26 @@ export async function summaryOf(api, resourcePath) {
   return [];
 }
 
-function deployment(d) {
+/** A group's member: a line with its status, opened on its details when it failed (or the group is small). */
+function member(d, small) {
+  return h(
+    "details",
+    { class: "member", dataset: { member: d.name }, open: small || d.status === "FAILED" },
+    h("summary", {}, h("strong", {}, d.name), d.id ? status(d) : h("span", { class: "muted" }, "not deployed yet")),
+    deployment(d, { inSummary: true }),
+  );
+}
+
+/** The deployment's status badge and exit code. */
+function status(d) {
+  return [
+    h("span", { class: "deployment-status" }, badge(`${d.action}_${d.status}`)),
+    d.status === "IN_PROGRESS" ? h("span", { class: "muted" }, "waiting for the server's agent") : "",
+    h("span", {}, "exit ", h("strong", { dataset: { output: "deploy_status_code" } }, d.outputs?.deploy_status_code ?? "—")),
+  ];
+}
+
+function deployment(d, { inSummary = false } = {}) {
   if (!d.id) return h("p", { class: "muted deployment" }, "Not deployed yet.");
   const outputs = d.outputs || {};
   const declared = Object.keys(outputs).filter((k) => !STANDARD.includes(k)).sort();
@@ -31,17 +50,12 @@ function deployment(d) {
     "div",
     { class: "deployment", dataset: { status: d.status } },
     h(
-      "dl",
-      {},
-      h("dt", {}, "Status"),
-      h("dd", { class: "deployment-status" }, badge(`${d.action}_${d.status}`), d.status === "IN_PROGRESS" ? h("span", { class: "muted" }, " waiting for the server's agent") : ""),
-      h("dt", {}, "Status reason"),
-      h("dd", { class: "deployment-reason" }, d.status_reason || "—"),
-      h("dt", {}, "Server"),
-      h("dd", {}, d.server_id),
-      h("dt", {}, "Exit code"),
-      h("dd", { dataset: { output: "deploy_status_code" } }, outputs.deploy_status_code ?? "—"),
+      "p",
+      { class: "deployment-line" },
+      inSummary ? "" : status(d),
+      h("span", { class: "muted" }, `server ${d.server_id}`),
     ),
+    d.status_reason ? h("p", { class: "deployment-reason" }, d.status_reason) : "",
     output("stdout", outputs.deploy_stdout, "deploy_stdout"),
     output("stderr", outputs.deploy_stderr, "deploy_stderr"),
     declared.length
@@ -85,6 +99,6 @@ function size(kind, s) {
     "div",
     { id: "group-size" },
     h("p", { class: "size-line" }, `${s.current_size} member${s.current_size === 1 ? "" : "s"}`, moving ? ` → ${s.desired_size}` : "", kind === "autoscaling_group" ? ` (min ${s.min_size}, max ${s.max_size})` : ""),
-    h("dl", {}, rows.map(([key, label]) => [h("dt", {}, label), h("dd", { dataset: { size: key } }, s[key] ?? "—")])),
+    h("dl", {}, rows.map(([key, label]) => h("div", {}, h("dt", {}, label), h("dd", { dataset: { size: key } }, s[key] ?? "—")))),
   );
 }
