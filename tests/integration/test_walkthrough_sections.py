@@ -8,7 +8,8 @@ lines its banner prints under "Next" and then the commands between
 `<!-- walkthrough-configured -->` / `<!-- walkthrough-autoscaling -->` and their
 closing markers, in order, each of which must exit 0. Where a person would wait
 for something to happen (the alarm to fire and the group to grow) the test waits on
-that condition through the API, with a generous bound, before going on. What the
+that condition through the API, with a generous bound, before going on. Both run
+against one `converge up`, one after the other, as a person would in one terminal. What the
 commands print is checked against what the README's comments say they print.
 (The quick start and the first walkthrough, as a newcomer without root:
 test_walkthrough.py.)
@@ -92,9 +93,11 @@ async def get(up: RunningUp, path: str) -> Any:
         return await response.json()
 
 
-async def test_the_configured_web_tier_walkthrough_deploys_to_both_servers_and_re_deploys(
+async def test_the_configured_web_tier_and_the_autoscaling_walkthroughs_work_as_written(
     up: RunningUp,
 ) -> None:
+    # A configured web tier: both servers' deployments complete from their agents' signals,
+    # with their outputs, and a new parameter deploys the config again.
     output = await run(up, readme.commands("walkthrough-configured"))
     lines = output.splitlines()
     deployed, urls, redeployed = json_blocks(output)
@@ -106,8 +109,8 @@ async def test_the_configured_web_tier_walkthrough_deploys_to_both_servers_and_r
     assert (await get(up, "/stacks?name=site"))["stacks"] == [], "deleted at the end"
     assert (await get(up, "/software_deployments"))["software_deployments"] == [], "with its deployments"
 
-
-async def test_the_autoscaling_walkthrough_grows_the_group_when_the_alarm_fires(up: RunningUp) -> None:
+    # An autoscaling group driven by the sandbox alarm, in the same `converge up`: loads over
+    # the threshold, then (once the alarm has fired and the group grown) the rest.
     loaded, after = split_after(readme.commands("walkthrough-autoscaling"), "done")
     output = await run(up, loaded)
     size, *loads = output.splitlines()[-3:]
@@ -117,8 +120,8 @@ async def test_the_autoscaling_walkthrough_grows_the_group_when_the_alarm_fires(
 
     async def grown() -> bool:
         shown = (await get(up, f"/stacks/asg/{stack['id']}"))["stack"]
-        size = {o["output_key"]: o["output_value"] for o in shown["outputs"]}["size"]
-        return bool(size == 3)
+        now = {o["output_key"]: o["output_value"] for o in shown["outputs"]}["size"]
+        return bool(now == 3)
 
     await eventually(grown, timeout=120, every=0.25)
     output = await run(up, after)
