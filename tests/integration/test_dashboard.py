@@ -8,8 +8,12 @@ test does what a person would: signs in, creates the examples' web tier with
 an environment and parameters, watches it converge in the graph (whose edges,
 read back from the page, pass through no box), opens a resource, previews and
 applies an update through the form, cancels a slow one, observes drift, opens a
-failed stack by its name, and deletes. Screenshots (the list, a converging
-stack, drift and a failed stack at 1400 and 800 px) land in
+failed stack by its name, and deletes; another opens the examples' configured
+web tier, a failed deployment and the autoscaling group and reads, from the
+Resource tab, each deployment's status, reason and outputs as the servers'
+agents left them and the group's size changing as the sandbox alarm scales it.
+Screenshots (the list, a converging stack, drift and a failed stack at 1400 and
+800 px; deployments and a group at 1400 px) land in
 test-artifacts/dashboard/ (gitignored; docs/ keeps a copy for the README). Nothing is
 faked; every wait is on a condition the page shows, with a generous bound.
 """
@@ -312,5 +316,97 @@ async def up_post(up: RunningUp, path: str, body: Any) -> None:
     async with (
         aiohttp.ClientSession(headers={"X-Auth-Token": up.token}) as http,
         http.post(f"{up.base}{path}", json=body) as r,
+    ):
+        assert r.status < 300, await r.text()
+
+
+FAILING_DEPLOYMENT = {
+    "heat_template_version": "2018-08-31",
+    "resources": {
+        "server": {"type": "Sandbox::Server", "properties": {"name": "broken", "image": "cirros"}},
+        "config": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {
+                "group": "script",
+                "config": "#sandbox: stdout installing nginx\n#sandbox: stderr no such package: nginx\n"
+                "#sandbox: exit 3\n",
+            },
+        },
+        "deploy": {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {"config": {"get_resource": "config"}, "server": {"get_resource": "server"}},
+        },
+    },
+}
+
+
+async def test_a_deployment_shows_its_status_and_outputs_and_a_group_its_size(
+    up: RunningUp, browser: Browser
+) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    template = (ROOT / "examples" / "configured-web-tier.yaml").read_text()
+    await api_post(up, "/stacks", {"stack_name": "site", "template": template})
+    await api_post(up, "/stacks", {"stack_name": "broken", "template": FAILING_DEPLOYMENT})
+    await api_post(
+        up, "/stacks", {"stack_name": "asg", "template": (ROOT / "examples" / "autoscaling.yaml").read_text()}
+    )
+    page, errors = await open_page(browser, up.base)
+    await page.goto("/")
+    await page.fill("#token", up.token)
+    await page.click("button[type=submit]")
+    await expect(page.get_by_role("heading", name="Stacks")).to_be_visible()
+
+    # A deployment group: each server's deployment, its status and what its agent printed.
+    await page.goto(f"{up.base}/#/stacks/site")
+    await expect(page.locator("#stack-status")).to_have_text("CREATE COMPLETE")
+    await page.locator("#resource-list li[data-name=deploy_site] button").click()
+    members = page.locator("#deployment-members .member")
+    await expect(members).to_have_count(2)
+    web1 = page.locator("#deployment-members .member[data-member=web1]")
+    await expect(web1.locator(".deployment-status")).to_have_text("CREATE COMPLETE")
+    await expect(web1.locator("[data-output=deploy_stdout]")).to_have_text("site 1.0 installed on web1\n")
+    await expect(web1.locator("[data-output=url]")).to_have_text("http://web1/v1.0/")
+    await expect(web1.locator("[data-output=deploy_status_code]")).to_have_text("0")
+    await expect(web1.locator("summary")).to_have_text("web1CREATE COMPLETEexit 0")
+    await page.evaluate("() => scrollTo(0, 0)")
+    await page.screenshot(path=ARTIFACTS / "deployment-1400.png")
+
+    # A failed deployment: its reason, its stderr and its exit code.
+    await page.goto(f"{up.base}/#/stacks/broken")
+    await expect(page.locator("#stack-status")).to_have_text("CREATE FAILED")
+    await page.locator("#resource-list li[data-name=deploy] button").click()
+    deployment = page.locator("#resource-summary .deployment")
+    await expect(deployment.locator(".deployment-status")).to_have_text("CREATE FAILED")
+    await expect(deployment.locator(".deployment-reason")).to_contain_text("no such package: nginx")
+    await expect(deployment.locator("[data-output=deploy_stderr]")).to_have_text("no such package: nginx\n")
+    await expect(deployment.locator("[data-output=deploy_stdout]")).to_have_text("installing nginx\n")
+    await expect(deployment.locator("[data-output=deploy_status_code]")).to_have_text("3")
+    await page.evaluate("() => scrollTo(0, 0)")
+    await page.screenshot(path=ARTIFACTS / "deployment-failed-1400.png")
+
+    # An autoscaling group: its size and bounds, and the size changing live as the alarm
+    # on its servers' load scales it.
+    await page.goto(f"{up.base}/#/stacks/asg")
+    await expect(page.locator("#stack-status")).to_have_text("CREATE COMPLETE")
+    await page.locator("#resource-list li[data-name=web] button").click()
+    sizes = page.locator("#group-size")
+    await expect(sizes.locator("dd[data-size=current_size]")).to_have_text("2")
+    await expect(sizes.locator("dd[data-size=desired_size]")).to_have_text("2")
+    await expect(sizes.locator("dd[data-size=min_size]")).to_have_text("2")
+    await expect(sizes.locator("dd[data-size=max_size]")).to_have_text("4")
+    servers = await api_get(up, "/stacks/asg/resources/web")
+    for server in servers["resource"]["attributes"]["refs"]:
+        await up_put(up, f"/sandbox/v1/servers/{server}/load", {"load": 90})
+    await expect(sizes.locator("dd[data-size=current_size]")).to_have_text("3")
+    await expect(sizes.locator(".size-line")).to_have_text("3 members (min 2, max 4)")
+    await page.evaluate("() => scrollTo(0, 0)")
+    await page.screenshot(path=ARTIFACTS / "autoscaling-1400.png")
+    assert errors == [], errors
+
+
+async def up_put(up: RunningUp, path: str, body: Any) -> None:
+    async with (
+        aiohttp.ClientSession(headers={"X-Auth-Token": up.token}) as http,
+        http.put(f"{up.base}{path}", json=body) as r,
     ):
         assert r.status < 300, await r.text()

@@ -139,3 +139,139 @@ async def test_the_graph_carries_its_drawing_with_no_edge_through_a_box(api: tup
     assert ("r0", "late") in wanted
     assert edges_through_boxes(drawing["edges"], boxes) == []
     assert unconnected_edges(wanted, drawing["edges"], boxes) == []
+
+
+SOFTWARE_AND_GROUPS = {
+    "heat_template_version": "2018-08-31",
+    "resources": {
+        "config": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "echo hi", "outputs": [{"name": "result"}]},
+        },
+        "deploy": {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {"config": {"get_resource": "config"}, "server": "server-1"},
+        },
+        "deploys": {
+            "type": "OS::Heat::SoftwareDeploymentGroup",
+            "properties": {
+                "config": {"get_resource": "config"},
+                "servers": {"a": "server-a", "b": "server-b"},
+            },
+        },
+        "asg": {
+            "type": "OS::Heat::AutoScalingGroup",
+            "properties": {
+                "min_size": 1,
+                "max_size": 4,
+                "desired_capacity": 2,
+                "resource": {"type": "OS::Heat::None"},
+            },
+        },
+        "grow": {
+            "type": "OS::Heat::ScalingPolicy",
+            "properties": {
+                "auto_scaling_group_id": {"get_resource": "asg"},
+                "adjustment_type": "change_in_capacity",
+                "scaling_adjustment": 1,
+            },
+        },
+        "pair": {
+            "type": "OS::Heat::ResourceGroup",
+            "properties": {"count": 2, "resource_def": {"type": "OS::Heat::None"}},
+        },
+        "plain": {"type": "Test::Thing", "properties": {"value": "p"}},
+    },
+}
+
+
+async def test_a_resource_summary_shows_deployments_as_their_agents_left_them_and_group_sizes(
+    api: tuple[Converge, str],
+) -> None:
+    cv, base = api
+    stack_id = await cv.create("soft", SOFTWARE_AND_GROUPS)
+    url = f"{base}/v1/p1/stacks/soft/{stack_id}/resources"
+
+    async def summary(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = (await get(f"{url}/{name}/summary"))["summary"]
+        return found
+
+    async def deployments_waiting() -> dict[str, Any] | None:
+        found = await summary("deploys")
+        members = {d["name"]: d for d in found["deployments"]}
+        single = (await summary("deploy"))["deployment"]
+        ready = single["id"] and all(d["status"] == "IN_PROGRESS" for d in members.values())
+        return {"single": single, "members": members} if ready and set(members) == {"a", "b"} else None
+
+    # Before the agents answer: each deployment is written and waits for its server.
+    waiting = await eventually(deployments_waiting, timeout=60)
+    single = waiting["single"]
+    assert (single["status"], single["action"], single["server_id"]) == ("IN_PROGRESS", "CREATE", "server-1")
+    assert single["outputs"] == {}
+    assert {d["server_id"] for d in waiting["members"].values()} == {"server-a", "server-b"}
+
+    # Groups: sizes now, what they converge to, and their bounds; a plain resource adds nothing.
+    async def created(name: str) -> dict[str, Any] | None:
+        found = (await summary(name))["size"]
+        return found if found["current_size"] == 2 else None
+
+    sizes = await eventually(lambda: created("asg"), timeout=60)
+    assert sizes == {
+        "current_size": 2, "desired_size": 2, "min_size": 1, "max_size": 4,
+        "desired_capacity": 2, "count": None,
+    }  # fmt: skip
+    await eventually(lambda: created("pair"), timeout=60)
+    pair = await summary("pair")
+    assert (pair["kind"], pair["size"]["current_size"], pair["size"]["count"]) == ("resource_group", 2, 2)
+    assert await summary("plain") == {
+        "kind": "resource", "deployment": None, "deployments": None, "more_members": 0, "size": None,
+    }  # fmt: skip
+
+    # A scaling signal: the group converges to 3 and then has 3 (before the deployments end:
+    # a failed one fails the stack).
+    status, body, _ = await call("POST", f"{url}/grow/signal", "t1", {})
+    assert status == 200, body
+
+    async def grown() -> dict[str, Any] | None:
+        now = (await summary("asg"))["size"]
+        return now if now["current_size"] == 3 else None
+
+    grown_to = await eventually(grown, timeout=60)
+    assert (grown_to["desired_size"], grown_to["min_size"], grown_to["max_size"]) == (3, 1, 4)
+
+    # The agents answer as heat-config does: one succeeds with outputs, one member fails.
+    outcome = {"deploy_stdout": "hi\n", "deploy_stderr": "", "deploy_status_code": 0, "result": "42"}
+    status, body, _ = await call("POST", f"{url}/deploy/signal", "t1", outcome)
+    assert status == 200, body
+    ok_member, bad_member = waiting["members"]["a"], waiting["members"]["b"]
+    status, body, _ = await call(
+        "PUT",
+        f"{base}/v1/p1/software_deployments/{ok_member['id']}",
+        "t1",
+        {"status": "COMPLETE", "output_values": {"deploy_stdout": "on a", "deploy_status_code": 0}},
+    )
+    assert status == 200, body
+    failure = {"deploy_stdout": "", "deploy_stderr": "no such package: nginx", "deploy_status_code": 3}
+    status, body, _ = await call(
+        "PUT",
+        f"{base}/v1/p1/software_deployments/{bad_member['id']}",
+        "t1",
+        {"status": "FAILED", "status_reason": "exit 3: no such package: nginx", "output_values": failure},
+    )
+    assert status == 200, body
+    await cv.settled(stack_id, timeout=60)
+
+    shown = (await summary("deploy"))["deployment"]
+    assert (shown["status"], shown["name"], shown["id"]) == ("COMPLETE", "deploy", single["id"])
+    assert shown["outputs"] == outcome, "stdout, stderr, the status code and the declared output"
+    group = await summary("deploys")
+    assert group["kind"] == "deployment_group"
+    assert group["more_members"] == 0
+    members = {d["name"]: d for d in group["deployments"]}
+    assert (members["a"]["status"], members["a"]["outputs"]["deploy_stdout"]) == ("COMPLETE", "on a")
+    assert members["b"]["status"] == "FAILED"
+    assert members["b"]["status_reason"] == "exit 3: no such package: nginx"
+    assert members["b"]["outputs"]["deploy_stderr"] == "no such package: nginx"
+
+    status, body, _ = await call("GET", f"{url}/nosuch/summary", "t1")
+    assert status == 404, body

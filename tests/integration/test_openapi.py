@@ -53,6 +53,7 @@ DISPATCHED = {
     ("GET", RESOURCE),
     ("PATCH", RESOURCE),
     ("GET", f"{RESOURCE}/metadata"),
+    ("GET", f"{RESOURCE}/summary"),
     ("POST", f"{RESOURCE}/signal"),
     ("GET", f"{RESOURCE}/events"),
     ("GET", f"{RESOURCE}/events/{{}}"),

@@ -1,5 +1,6 @@
 """Heat v1 routes under one stack: resources (list, show, metadata, signal,
-mark unhealthy) and events (per stack and per resource, paged).
+mark unhealthy; Converge's summary, `api.summaries`) and events (per stack and
+per resource, paged).
 
 Reads cost what they return, not the stack's size squared: a resource is
 looked up by (stack, name); a list is read a page (`RESOURCE_PAGE` rows, an
@@ -31,6 +32,7 @@ from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, too_large, unauthorized
 from services.engine.api.masking import NO_SECRETS, Secrets
 from services.engine.api.requests import check_storable, query_values, read_json, storable_text
+from services.engine.api.summaries import show_summary
 from services.engine.api.views import event_view, json_response, resource_view, stack_path
 from services.engine.core.model import StackId
 from services.engine.marks import mark_unhealthy as mark
@@ -82,6 +84,8 @@ async def dispatch(
             return await show_resource(deps, request, stack, name)
         if not tail and method == "PATCH":
             return await mark_unhealthy(deps, request, stack, name)
+        if tail == ["summary"] and method == "GET":
+            return await show_summary(deps, stack, name)
         if tail == ["metadata"] and method == "GET":
             async with deps.reads.slot(stack.project_id):
                 found = await deps.queries.resource(stack.stack_id, name)

@@ -38,6 +38,7 @@ from services.engine.api.openapi.stack_schemas import (
     OUTPUT_VIEW,
     REDIRECT,
     RESOURCE_PARAMS,
+    RESOURCE_SUMMARY,
     RESOURCE_VIEW,
     SIGNAL_BODY,
     SNAPSHOT,
@@ -262,6 +263,13 @@ def _resource_paths(one: str, get: Callable[..., Json]) -> Json:
                 errors=(409,),
             ),
         },
+        f"{resource}/summary": get(
+            "Converge addition: what the resource's type says beyond its status (a software "
+            "deployment's status, reason and outputs, each of a deployment group's members', a "
+            "group's sizes), as the dashboard shows it",
+            RESOURCE_SUMMARY,
+            params=RESOURCE_PARAMS,
+        ),
         f"{resource}/metadata": get(
             "A resource's metadata", obj({"metadata": ANY_OBJECT}), params=RESOURCE_PARAMS
         ),

@@ -82,6 +82,62 @@ STACK_VIEW = obj(
 )
 OUTPUT_VIEW = obj({"output_key": {"type": "string"}, "description": {"type": "string"}})
 RESOURCE_VIEW = obj({"resource_name": {"type": "string"}, "resource_status": {"type": "string"}})
+_DEPLOYMENT = obj(
+    {
+        "name": {"type": "string", "description": "The resource (or group member) it belongs to."},
+        "id": {"type": ["string", "null"], "description": "null: not written yet."},
+        "server_id": {"type": ["string", "null"]},
+        "action": {"type": ["string", "null"]},
+        "status": {"type": ["string", "null"], "enum": ["IN_PROGRESS", "COMPLETE", "FAILED", None]},
+        "status_reason": {"type": "string"},
+        "outputs": {
+            "type": "object",
+            "description": "deploy_stdout, deploy_stderr, deploy_status_code, declared outputs.",
+        },
+    }
+)
+_INT_OR_NULL = {"type": ["integer", "null"]}
+RESOURCE_SUMMARY = obj(
+    {
+        "summary": obj(
+            {
+                "kind": {
+                    "type": "string",
+                    "enum": [
+                        "resource",
+                        "deployment",
+                        "deployment_group",
+                        "autoscaling_group",
+                        "resource_group",
+                    ],
+                },
+                "deployment": {"anyOf": [_DEPLOYMENT, {"type": "null"}]},
+                "deployments": {"anyOf": [{"type": "array", "items": _DEPLOYMENT}, {"type": "null"}]},
+                "more_members": {
+                    "type": "integer",
+                    "description": "Members of a deployment group not listed.",
+                },
+                "size": {
+                    "anyOf": [
+                        obj(
+                            {
+                                "current_size": {"type": "integer"},
+                                "desired_size": _INT_OR_NULL,
+                                "min_size": _INT_OR_NULL,
+                                "max_size": _INT_OR_NULL,
+                                "desired_capacity": _INT_OR_NULL,
+                                "count": _INT_OR_NULL,
+                            }
+                        ),
+                        {"type": "null"},
+                    ]
+                },
+            },
+            required=("kind",),
+        )
+    },
+    required=("summary",),
+)
 EVENT_VIEW = obj({"id": {"type": "string"}, "resource_status": {"type": "string"}})
 OBSERVATION = obj(
     {

@@ -1,12 +1,13 @@
 // One stack, live: the graph (graph.js) fed by the engine's event stream, the
-// events, the selected resource, outputs, template (edit, preview, apply) and
-// observation, and the stack actions. The graph is fetched once per operation;
-// after that only pushed events change it.
+// events, the selected resource (with what its type adds: summary.js), outputs,
+// template (edit, preview, apply) and observation, and the stack actions. The graph
+// is fetched once per operation; after that only pushed events change it.
 
 import { age, announce, badge, h } from "./dom.js";
 import { ApiError } from "./api.js";
 import { documentField, ParameterFields } from "./forms.js";
 import { drawMarker, GraphView, STATES, visualState } from "./graph.js";
+import { summaryOf } from "./summary.js";
 
 const MAX_EVENTS_SHOWN = 300;
 const REPLAY = 5000; // events kept to re-apply over a newer snapshot
@@ -300,8 +301,12 @@ export class StackPage {
       this.tabs.select("resource");
       this.graph.focus(name);
     }
+    const resourcePath = `${this.path}/resources/${encodeURIComponent(name)}`;
     try {
-      const { resource: r } = await this.api.call("GET", `${this.path}/resources/${encodeURIComponent(name)}`);
+      const [{ resource: r }, summary] = await Promise.all([
+        this.api.call("GET", resourcePath),
+        summaryOf(this.api, resourcePath).catch((err) => [h("p", { class: "muted" }, `Summary unavailable: ${err.message}`)]),
+      ]);
       if (this.selected !== name) return;
       this.detail.replaceChildren(
         h("h2", {}, r.resource_name),
@@ -319,6 +324,7 @@ export class StackPage {
           h("dt", {}, "Required by"),
           h("dd", {}, r.required_by.join(", ") || "—"),
         ),
+        h("div", { id: "resource-summary" }, summary),
         h("h3", {}, "Properties"),
         h("pre", { id: "resource-properties" }, JSON.stringify(r.properties || {}, null, 2)),
         h("h3", {}, "Attributes"),
