@@ -65,6 +65,23 @@ def may_be_agent_request(method: str, parts: list[str], token: str) -> bool:
     return method == "PUT" and len(parts) == 5
 
 
+#: The token in a software deployment's signal URL (`deployment_urls.new_token`).
+SIGNAL_URL_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def may_be_signal_url(method: str, parts: list[str]) -> bool:
+    """Whether an unauthenticated request could be a PUT to a deployment's signal URL,
+    /v1/{project}/software_deployments/{id}/signal/{token} (TEMP_URL_SIGNAL: the token in
+    the URL authorises it; checked by the handler)."""
+    return (
+        method == "PUT"
+        and len(parts) == 7
+        and parts[3] == "software_deployments"
+        and parts[5] == "signal"
+        and SIGNAL_URL_TOKEN.fullmatch(parts[6]) is not None
+    )
+
+
 #: Methods that never change anything.
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -164,6 +181,8 @@ def auth_middleware(
         token = request.headers.get("X-Auth-Token", "")
         principal = tokens.lookup(token)
         if principal is None:
+            if may_be_signal_url(request.method, parts):
+                return await handler(request)  # the token in the URL authorises it (checked there)
             if may_be_handle_signal(request.method, parts, token):
                 return await handler(request)  # a handle's own token may signal it (checked there)
             if may_be_agent_request(request.method, parts, token):

@@ -31,15 +31,33 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import field_validator
+
 from shared.errors import InvalidInput, PermanentError
 from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, UpdateRule, prop
 
 DEPLOYMENT_TYPES = ("OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment")
 HEAT_SIGNAL = "HEAT_SIGNAL"
 NO_SIGNAL = "NO_SIGNAL"
+#: The pollable-URL transport (Heat's name): the agent PUTs its outputs to `deploy_signal_id`.
+TEMP_URL_SIGNAL = "TEMP_URL_SIGNAL"
+#: Heat's transports Converge does not offer (no CFN API, no Zaqar), named in the refusal.
+UNSUPPORTED_TRANSPORTS = ("CFN_SIGNAL", "ZAQAR_SIGNAL")
 #: The deployment's own outputs, beside those its config declares.
 STANDARD_OUTPUTS = ("deploy_stdout", "deploy_stderr", "deploy_status_code")
 DeployAction = Literal["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"]
+#: The inputs the engine gives every derived config (the last two with TEMP_URL_SIGNAL only).
+DEPLOY_INPUTS = frozenset(
+    {
+        "deploy_server_id",
+        "deploy_action",
+        "deploy_stack_id",
+        "deploy_resource_name",
+        "deploy_signal_transport",
+        "deploy_signal_id",
+        "deploy_signal_verb",
+    }
+)
 #: Most characters of stderr a failure reason quotes.
 REASON_STDERR_CHARS = 1000
 
@@ -58,11 +76,23 @@ class DeploymentCommon(Properties):
         description="Which lifecycle actions of the deployment run the config on the server; "
         "for the others the deployment completes at once.",
     )
-    signal_transport: Literal["HEAT_SIGNAL", "NO_SIGNAL"] = prop(
+    signal_transport: Literal["HEAT_SIGNAL", "TEMP_URL_SIGNAL", "NO_SIGNAL"] = prop(
         HEAT_SIGNAL,
         description="How the server reports the result: HEAT_SIGNAL (a resource signal, or PUT on "
-        "the deployment, from the server's agent) or NO_SIGNAL (the deployment completes at once).",
+        "the deployment, from the server's agent), TEMP_URL_SIGNAL (an HTTP PUT of the outputs to "
+        "the URL in the deployment's deploy_signal_id input, authorised by the token in it) or "
+        "NO_SIGNAL (the deployment completes at once). CFN_SIGNAL and ZAQAR_SIGNAL are refused.",
     )
+
+    @field_validator("signal_transport", mode="before")
+    @classmethod
+    def _known_transport(cls, value: Any) -> Any:
+        if value in UNSUPPORTED_TRANSPORTS:
+            raise ValueError(
+                f"{value} is not supported by Converge; use HEAT_SIGNAL, TEMP_URL_SIGNAL or NO_SIGNAL"
+            )
+        return value
+
     name: str | None = prop(None, description="Name of the derived config the server runs.", max_length=255)
 
 
@@ -124,6 +154,7 @@ class DeployContext:
     stack_id: str  # "<stack name>/<stack id>", as Heat gives it
     resource_name: str
     signal_transport: str
+    signal_url: str | None = None  # TEMP_URL_SIGNAL: where the agent PUTs its outputs
 
 
 def _substitute(value: Any, key: str, inputs: Mapping[str, Any], missing: set[str]) -> Any:
@@ -156,6 +187,9 @@ def derived_config(
         inputs.append({**item, "value": value})
     for name, value in values.items():  # undeclared values are passed on as strings, as Heat does
         inputs.append({"name": name, "type": "String", "value": value})
+    # The engine's deploy_* inputs are its own: a value given under one of their names (which
+    # could point a TEMP_URL_SIGNAL agent at another URL) is dropped, not passed on first.
+    inputs = [i for i in inputs if i["name"] not in DEPLOY_INPUTS]
     inputs += [
         {"name": "deploy_server_id", "type": "String", "value": deploy.server_id,
          "description": "ID of the server being deployed to"},
@@ -168,6 +202,13 @@ def derived_config(
         {"name": "deploy_signal_transport", "type": "String", "value": deploy.signal_transport,
          "description": "How the server should signal to heat with the deployment output values."},
     ]  # fmt: skip
+    if deploy.signal_url is not None:
+        inputs += [
+            {"name": "deploy_signal_id", "type": "String", "value": deploy.signal_url,
+             "description": "ID of signal to use for signaling output values"},
+            {"name": "deploy_signal_verb", "type": "String", "value": "PUT",
+             "description": "HTTP verb to use for signaling output values"},
+        ]  # fmt: skip
     config = source.get("config")
     if isinstance(props, StructuredDeploymentProperties):
         by_name = {i["name"]: i["value"] for i in inputs}
