@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator
+from pydantic import BeforeValidator
 
 from shared.errors import InvalidInput, PermanentError
 from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, UpdateRule, prop
@@ -62,6 +62,19 @@ DEPLOY_INPUTS = frozenset(
 REASON_STDERR_CHARS = 1000
 
 
+def _known_transport(value: Any) -> Any:
+    if value in UNSUPPORTED_TRANSPORTS:
+        offered = "HEAT_SIGNAL, TEMP_URL_SIGNAL or NO_SIGNAL"
+        raise ValueError(f"{value} is not supported by Converge; use {offered}")
+    return value
+
+
+#: A transport Converge offers; Heat's others are refused by name (also where a template is checked).
+SignalTransport = Annotated[
+    Literal["HEAT_SIGNAL", "TEMP_URL_SIGNAL", "NO_SIGNAL"], BeforeValidator(_known_transport)
+]
+
+
 class DeploymentCommon(Properties):
     """What a deployment and a deployment group both take."""
 
@@ -76,23 +89,13 @@ class DeploymentCommon(Properties):
         description="Which lifecycle actions of the deployment run the config on the server; "
         "for the others the deployment completes at once.",
     )
-    signal_transport: Literal["HEAT_SIGNAL", "TEMP_URL_SIGNAL", "NO_SIGNAL"] = prop(
+    signal_transport: SignalTransport = prop(
         HEAT_SIGNAL,
         description="How the server reports the result: HEAT_SIGNAL (a resource signal, or PUT on "
         "the deployment, from the server's agent), TEMP_URL_SIGNAL (an HTTP PUT of the outputs to "
         "the URL in the deployment's deploy_signal_id input, authorised by the token in it) or "
         "NO_SIGNAL (the deployment completes at once). CFN_SIGNAL and ZAQAR_SIGNAL are refused.",
     )
-
-    @field_validator("signal_transport", mode="before")
-    @classmethod
-    def _known_transport(cls, value: Any) -> Any:
-        if value in UNSUPPORTED_TRANSPORTS:
-            raise ValueError(
-                f"{value} is not supported by Converge; use HEAT_SIGNAL, TEMP_URL_SIGNAL or NO_SIGNAL"
-            )
-        return value
-
     name: str | None = prop(None, description="Name of the derived config the server runs.", max_length=255)
 
 
