@@ -5,17 +5,23 @@ or StructuredDeployment like any job, and `configs.run_config_job` hands it
 here, in the transaction that issues it (the engine is the only writer of
 `software_deployments`):
 
-- create / update: the source config (property `config`) and the inputs give a
-  derived config (`shared.plugins.builtin.software_deployment.derived_config`),
-  written to `software_configs`; the deployment row points at it, IN_PROGRESS,
-  and the job waits: no result is sent until the server's agent signals
-  (`signalled`). NO_SIGNAL, or an action not in `actions`, completes at once.
+- create / update (and delete, suspend, resume when `actions` names them): the
+  source config (property `config`) and the inputs give a derived config
+  (`shared.plugins.builtin.software_deployment.derived_config`; with
+  TEMP_URL_SIGNAL it carries a fresh signal URL, `deployment_urls`), written to
+  `software_configs`; the deployment row points at it, IN_PROGRESS with that
+  action, and the job waits: no result is sent until the server's agent
+  signals (`signalled`). NO_SIGNAL, or a create or update not in `actions`,
+  completes at once (a suspend or resume not in `actions` delivers nothing).
   The ids are made from the job id, so a job run twice writes one deployment
-  and one derived config. An update replaces the derived config (the old one
-  is deleted) and keeps the deployment's id.
-- delete: the deployment and its derived config go at once (the DELETE action
-  is not delivered to the server); check: the deployment must still exist;
-  suspend / resume: nothing is delivered.
+  and one derived config; a second delete (suspend, resume) job finding the
+  same action still waiting takes over the wait. A delivery replaces the
+  derived config (the old one is deleted) and keeps the deployment's id.
+- delete: with DELETE delivered, a signalled success removes the deployment and
+  its derived config (`signalled`); a failure keeps them (the resource is
+  DELETE_FAILED) and the next delete removes them at once. Without DELETE in
+  `actions`, or with NO_SIGNAL, they go at once. check: the deployment must
+  still exist.
 
 A signal (a resource signal, or `PUT /software_deployments/{id}` with a final
 status) records the outputs and status on the deployment, and when the
@@ -166,14 +172,8 @@ async def run_deployment_job(
         )
 
 
-#: The job actions that may be delivered to the server (when the deployment's `actions` say so).
-DELIVERED = {
-    JobAction.CREATE: "CREATE",
-    JobAction.UPDATE: "UPDATE",
-    JobAction.DELETE: "DELETE",
-    JobAction.SUSPEND: "SUSPEND",
-    JobAction.RESUME: "RESUME",
-}
+#: The actions of an existing deployment that may be delivered to its server (and waited for).
+REDELIVERED = frozenset({"UPDATE", "DELETE", "SUSPEND", "RESUME"})
 
 
 async def _run(
@@ -192,7 +192,7 @@ async def _run(
     if job.action in (JobAction.CREATE, JobAction.UPDATE):
         if job.action is JobAction.UPDATE and record is None:
             raise PermanentError("the software deployment no longer exists")
-        return await _deliver(tx, job, cls, record, DELIVERED[job.action], api_url)
+        return await _deliver(tx, job, cls, record, job.action.value.upper(), api_url)
     if record is None:
         if job.action is JobAction.CHECK:
             return _result(
@@ -205,7 +205,7 @@ async def _run(
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
     if job.action in (JobAction.SUSPEND, JobAction.RESUME):
-        return await _deliver(tx, job, cls, record, DELIVERED[job.action], api_url)
+        return await _deliver(tx, job, cls, record, job.action.value.upper(), api_url)
     return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id, attributes=attributes_of(record))
 
 
@@ -288,9 +288,6 @@ async def _deliver(
         await tx.delete_software_config(job.project_id, old)
     if waits:
         return None  # the server's signal completes the job (`signalled`)
-    if action == "DELETE":  # NO_SIGNAL: not reached (`_delivers_delete`), kept for safety
-        await _remove(tx, job.project_id, record)
-        return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id)
     return _result(
         job, JobOutcome.COMPLETE, physical_id=str(record.deployment_id), attributes=attributes_of(record)
     )
@@ -323,7 +320,7 @@ def waiting_deployment_id(row: ResourceRow) -> uuid.UUID | None:
         return None
     if row.action.value == "CREATE":
         return deployment_id_of(row.current_job)
-    if row.action.value in DELIVERED.values():  # UPDATE, DELETE, SUSPEND, RESUME
+    if row.action.value in REDELIVERED:
         return _parsed(row.physical_id)
     return None
 

@@ -11,10 +11,13 @@ its inputs given the deployment's `input_values` and Heat's `deploy_*` inputs,
 for StructuredDeployment its `get_input` references substituted) and writes the
 deployment IN_PROGRESS; the server's agent finds it in
 `GET /software_deployments/metadata/{server}`, runs it and signals the result
-(a resource signal, HEAT_SIGNAL, or `PUT /software_deployments/{id}`), which
+(HEAT_SIGNAL: a resource signal or `PUT /software_deployments/{id}`;
+TEMP_URL_SIGNAL: a PUT to the URL in the `deploy_signal_id` input), which
 completes the resource's job: a non-zero `deploy_status_code` fails it, with
 `deploy_stderr` in the reason. With NO_SIGNAL, or for an action not in
-`actions`, the job completes at once.
+`actions`, the job completes at once. DELETE, SUSPEND and RESUME are delivered
+(and waited for) when `actions` names them. CFN_SIGNAL and ZAQAR_SIGNAL are
+refused by name wherever the properties are checked (`SignalTransport`).
 
 OS::Heat::SoftwareDeploymentGroup and StructuredDeploymentGroup deploy to every
 server of their `servers` map: they are nested stacks of one deployment per server
