@@ -132,7 +132,7 @@ class SoftwareDeploymentRoutes:
             web.get(base + "/{deployment_id}", self.show),
             web.put(base + "/{deployment_id}", self.update),
             web.delete(base + "/{deployment_id}", self.delete),
-            web.put(base + "/{deployment_id}/signal/{token}", self.put_signal),
+            web.put(base + "/{deployment_id}/signal/{signal_token}", self.put_signal),
         ]
 
     def _project(self, request: web.Request) -> str:
@@ -220,7 +220,7 @@ class SoftwareDeploymentRoutes:
             raise unauthorized(AUTH_REQUIRED) from None
         details = await signal_body(request, self._d.api_limits.signal_bytes)
         try:
-            token = request.match_info["token"]
+            token = request.match_info["signal_token"]
             await self._d.signals.put_signal_object(project, deployment_id, token, details)
         except Unauthorized as exc:
             raise unauthorized(AUTH_REQUIRED) from exc
