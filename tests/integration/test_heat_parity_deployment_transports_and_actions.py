@@ -83,6 +83,7 @@ async def test_a_temp_url_deployment_completes_from_a_put_of_its_outputs_to_its_
     assert url.startswith(f"{heat.base}/v1/p1/software_deployments/{first['deployment_id']}/signal/")
 
     assert await put(url.rsplit("/", 1)[0] + "/" + "A" * 43, {"deploy_status_code": 0}) == 401
+    assert await put(url.replace("/v1/p1/", "/v1/p2/"), {"deploy_status_code": 0}) == 401, "own project only"
     too_big = b'{"deploy_stdout": "' + b"x" * (64 * 1024) + b'"}'
     assert await put(url, data=too_big) == 413, "a signal body is bounded (CONVERGE_MAX_SIGNAL_BYTES)"
     assert await put(url, ["not", "an", "object"]) == 400

@@ -17,8 +17,12 @@ which a wait-condition handle's own token may authorise: a POST to
 `.../stacks/{name}/{id}/resources/{name}/signal` whose token is shaped like a
 handle's (`HANDLE_TOKEN`) goes on to the signal handler, which checks it and
 answers every failure with this same 401 (such a token is never sent to
-Keystone); every other request without a valid token is refused here, before
-anything is looked up.
+Keystone). A server's agent token is let through the same way for its
+deployment metadata and outcome (`may_be_agent_request`), and a PUT to a
+software deployment's signal URL needs no header at all: the token is in the
+URL (`may_be_signal_url`, TEMP_URL_SIGNAL), checked by its handler. Every
+other request without a valid token is refused here, before anything is
+looked up.
 """
 
 from __future__ import annotations
