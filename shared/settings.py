@@ -170,6 +170,12 @@ class EngineSettings(CommonSettings):
     )
     api_host: str = Field("127.0.0.1", description="Address the HTTP API binds to.")
     api_port: int = Field(8004, ge=1, le=65535, description="Port of the API, health and metrics.")
+    public_api_url: str | None = Field(
+        None,
+        description="Base URL at which servers reach the engine API: the base of the signal URLs "
+        "of TEMP_URL_SIGNAL software deployments. Unset = http://api_host:api_port (127.0.0.1 "
+        "for a wildcard address); set it when engines are behind a proxy or load balancer.",
+    )
     max_template_bytes: int = Field(
         1024 * 1024,
         ge=1024,

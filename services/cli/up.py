@@ -39,7 +39,7 @@ from services.engine.api.app import build_app
 from services.engine.api.auth import Principal, Tokens
 from services.engine.api.keystone import keystone_config, open_keystone
 from services.engine.service import EngineService
-from services.engine.settings_map import template_pool
+from services.engine.settings_map import public_url, template_pool
 from services.engine.store import open_database
 from services.engine.template import constraint_registry
 from services.observer.service import ObserverMetrics, ObserverService
@@ -178,7 +178,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         runtime = PluginRuntime(
             types=types,
             http=HttpGateway(session, allow),
-            api_url=api_url,
+            api_url=public_url(settings),  # as the engine's deployment signal URLs
             endpoints=endpoints,
         )
         worker = WorkerService(

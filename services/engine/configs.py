@@ -54,12 +54,13 @@ def config_id_of(job_id: str) -> uuid.UUID:
 
 
 async def run_config_job(
-    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]], *, max_bytes: int
+    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]], *, max_bytes: int, api_url: str
 ) -> JobResult | None:
     """Run `job` against the config table; a result (failed with a reason on bad input), or
-    None for a deployment that waits for its server's signal."""
+    None for a deployment that waits for its server's signal. `api_url`: the engine API's
+    public base (a deployment's TEMP_URL_SIGNAL URL)."""
     if is_deployment_type(job.resource_type):
-        return await run_deployment_job(tx, job, types)
+        return await run_deployment_job(tx, job, types, api_url=api_url)
     try:
         return await _run(tx, job, types, max_bytes)
     except PermanentError as exc:

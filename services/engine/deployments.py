@@ -5,17 +5,23 @@ or StructuredDeployment like any job, and `configs.run_config_job` hands it
 here, in the transaction that issues it (the engine is the only writer of
 `software_deployments`):
 
-- create / update: the source config (property `config`) and the inputs give a
-  derived config (`shared.plugins.builtin.software_deployment.derived_config`),
-  written to `software_configs`; the deployment row points at it, IN_PROGRESS,
-  and the job waits: no result is sent until the server's agent signals
-  (`signalled`). NO_SIGNAL, or an action not in `actions`, completes at once.
+- create / update (and delete, suspend, resume when `actions` names them): the
+  source config (property `config`) and the inputs give a derived config
+  (`shared.plugins.builtin.software_deployment.derived_config`; with
+  TEMP_URL_SIGNAL it carries a fresh signal URL, `deployment_urls`), written to
+  `software_configs`; the deployment row points at it, IN_PROGRESS with that
+  action, and the job waits: no result is sent until the server's agent
+  signals (`signalled`). NO_SIGNAL, or a create or update not in `actions`,
+  completes at once (a suspend or resume not in `actions` delivers nothing).
   The ids are made from the job id, so a job run twice writes one deployment
-  and one derived config. An update replaces the derived config (the old one
-  is deleted) and keeps the deployment's id.
-- delete: the deployment and its derived config go at once (the DELETE action
-  is not delivered to the server); check: the deployment must still exist;
-  suspend / resume: nothing is delivered.
+  and one derived config; a second delete (suspend, resume) job finding the
+  same action still waiting takes over the wait. A delivery replaces the
+  derived config (the old one is deleted) and keeps the deployment's id.
+- delete: with DELETE delivered, a signalled success removes the deployment and
+  its derived config (`signalled`); a failure keeps them (the resource is
+  DELETE_FAILED) and the next delete removes them at once. Without DELETE in
+  `actions`, or with NO_SIGNAL, they go at once. check: the deployment must
+  still exist.
 
 A signal (a resource signal, or `PUT /software_deployments/{id}` with a final
 status) records the outputs and status on the deployment, and when the
@@ -36,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.deployment_urls import new_token, signal_url
 from services.engine.effects import Effects
 from services.engine.store.software_deployments import DeploymentRecord
 from services.engine.store.tx import Tx
@@ -43,8 +50,10 @@ from shared.errors import ConflictError, NotFound, PermanentError
 from shared.plugins import ResourceType
 from shared.plugins.builtin.software_deployment import (
     DEPLOYMENT_TYPES,
+    HEAT_SIGNAL,
     NO_SIGNAL,
     STANDARD_OUTPUTS,
+    TEMP_URL_SIGNAL,
     DeployContext,
     SignalOutcome,
     SoftwareDeploymentProperties,
@@ -57,6 +66,8 @@ from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult, Reso
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
 #: How long a deployment waits for its server's signal by default (CONVERGE_DEPLOYMENT_WAIT_SECONDS).
 WAIT_SECONDS = 3600.0
+#: The engine API's public base by default (CONVERGE_PUBLIC_API_URL; TEMP_URL_SIGNAL's URLs).
+DEFAULT_API_URL = "http://127.0.0.1:8004"
 
 
 def is_deployment_type(type_name: str) -> bool:
@@ -113,15 +124,24 @@ async def _source(tx: Tx, project_id: str, config: str | None) -> Mapping[str, A
 
 
 async def _write_derived(
-    tx: Tx, job: ResourceJob, props: SoftwareDeploymentProperties, action: str
+    tx: Tx,
+    job: ResourceJob,
+    props: SoftwareDeploymentProperties,
+    action: str,
+    deployment_id: uuid.UUID,
+    api_url: str,
 ) -> uuid.UUID:
     source = await _source(tx, job.project_id, props.config)
+    url = None
+    if props.signal_transport == TEMP_URL_SIGNAL:  # a fresh token for each delivered run
+        url = signal_url(api_url, job.project_id, deployment_id, new_token())
     deploy = DeployContext(
         server_id=props.server,
         action=action,
         stack_id=f"{job.stack_name}/{job.stack_id}",
         resource_name=job.resource_name,
         signal_transport=props.signal_transport,
+        signal_url=url,
     )
     stored = derived_config(source, props, deploy)
     group = "Heat::Ungrouped"
@@ -136,12 +156,13 @@ async def _write_derived(
 
 
 async def run_deployment_job(
-    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]
+    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]], *, api_url: str = DEFAULT_API_URL
 ) -> JobResult | None:
     """Run `job` against the deployment table: its result, or None while the job waits for
-    the server's signal. A bad input is a failed result with the reason."""
+    the server's signal. A bad input is a failed result with the reason. `api_url`: the
+    engine API's public base, for TEMP_URL_SIGNAL's signal URLs."""
     try:
-        return await _run(tx, job, types)
+        return await _run(tx, job, types, api_url)
     except PermanentError as exc:
         return _result(
             job,
@@ -151,60 +172,27 @@ async def run_deployment_job(
         )
 
 
-async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]) -> JobResult | None:
+#: The actions of an existing deployment that may be delivered to its server (and waited for).
+REDELIVERED = frozenset({"UPDATE", "DELETE", "SUSPEND", "RESUME"})
+
+
+async def _run(
+    tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]], api_url: str
+) -> JobResult | None:
     cls = types.get(job.resource_type)
     if cls is None:
         raise PermanentError(f"unknown resource type {job.resource_type!r}")
     existing = _parsed(job.physical_id)
     record = await tx.software_deployment(job.project_id, existing) if existing is not None else None
     if job.action is JobAction.DELETE:
-        if record is not None:
-            await tx.delete_software_deployment(job.project_id, record.deployment_id)
-            await tx.delete_software_config(job.project_id, record.config_id)
+        if record is not None and _delivers_delete(job, record):
+            return await _deliver(tx, job, cls, record, "DELETE", api_url)
+        await _remove(tx, job.project_id, record)
         return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id)
     if job.action in (JobAction.CREATE, JobAction.UPDATE):
-        props = validate_properties(cls.properties, job.properties, "properties")
-        assert isinstance(props, SoftwareDeploymentProperties)
-        action = "CREATE" if job.action is JobAction.CREATE else "UPDATE"
         if job.action is JobAction.UPDATE and record is None:
             raise PermanentError("the software deployment no longer exists")
-        config_id = await _write_derived(tx, job, props, action)
-        waits = action in props.actions and props.signal_transport != NO_SIGNAL
-        status = IN_PROGRESS if waits else COMPLETE
-        reason = "Deploy data available" if waits else "Not waiting for outputs signal"
-        if record is None:
-            await _own(tx, job, deployment_id_of(job.job_id))
-            record = await tx.insert_software_deployment(
-                deployment_id_of(job.job_id),
-                job.project_id,
-                server_id=props.server,
-                config_id=config_id,
-                input_values=props.input_values,
-                action=action,
-                status=status,
-                status_reason=reason,
-                stack_id=uuid.UUID(job.stack_id),
-                resource_name=job.resource_name,
-            )
-        elif record.config_id != config_id:  # not a replay of this very job
-            old = record.config_id
-            updated = await tx.update_software_deployment(
-                job.project_id,
-                record.deployment_id,
-                config_id=config_id,
-                input_values=props.input_values,
-                action=action,
-                status=status,
-                status_reason=reason,
-            )
-            assert updated is not None
-            record = updated
-            await tx.delete_software_config(job.project_id, old)
-        if waits:
-            return None  # the server's signal completes the job (`signalled`)
-        return _result(
-            job, JobOutcome.COMPLETE, physical_id=str(record.deployment_id), attributes=attributes_of(record)
-        )
+        return await _deliver(tx, job, cls, record, job.action.value.upper(), api_url)
     if record is None:
         if job.action is JobAction.CHECK:
             return _result(
@@ -216,7 +204,93 @@ async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]
         raise PermanentError("the software deployment no longer exists")
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
+    if job.action in (JobAction.SUSPEND, JobAction.RESUME):
+        return await _deliver(tx, job, cls, record, job.action.value.upper(), api_url)
     return _result(job, JobOutcome.COMPLETE, physical_id=job.physical_id, attributes=attributes_of(record))
+
+
+def _props(job: ResourceJob, cls: type[ResourceType]) -> SoftwareDeploymentProperties:
+    props = validate_properties(cls.properties, job.properties, "properties")
+    assert isinstance(props, SoftwareDeploymentProperties)
+    return props
+
+
+def _delivers_delete(job: ResourceJob, record: DeploymentRecord) -> bool:
+    """Whether a delete runs the config on the server first (DELETE in `actions`, a signal
+    to wait for). Not when the server already failed (or never answered) this very
+    delivery: deleting again then removes the deployment, so it can always be deleted."""
+    props = job.properties
+    actions = props.get("actions", ["CREATE", "UPDATE"])
+    if not isinstance(actions, list) or "DELETE" not in actions:
+        return False
+    if props.get("signal_transport", HEAT_SIGNAL) == NO_SIGNAL:
+        return False  # as Heat: nothing to wait for, and the deployment goes at once
+    return not (record.action == "DELETE" and record.status == FAILED)
+
+
+async def _remove(tx: Tx, project_id: str, record: DeploymentRecord | None) -> None:
+    if record is not None:
+        await tx.delete_software_deployment(project_id, record.deployment_id)
+        await tx.delete_software_config(project_id, record.config_id)
+
+
+async def _deliver(
+    tx: Tx,
+    job: ResourceJob,
+    cls: type[ResourceType],
+    record: DeploymentRecord | None,
+    action: str,
+    api_url: str,
+) -> JobResult | None:
+    """Deliver `action` to the server (a derived config for it, the deployment IN_PROGRESS)
+    when the deployment's `actions` name it; None while the job waits for the signal."""
+    props = _props(job, cls)
+    delivered = action in props.actions
+    if not delivered and record is not None and job.action not in (JobAction.CREATE, JobAction.UPDATE):
+        return _result(  # a suspend or resume the config does not run for
+            job, JobOutcome.COMPLETE, physical_id=str(record.deployment_id), attributes=attributes_of(record)
+        )
+    waits = delivered and props.signal_transport != NO_SIGNAL
+    rerun = job.action in (JobAction.CREATE, JobAction.UPDATE)
+    if not rerun and waits and record is not None and (record.action, record.status) == (action, IN_PROGRESS):
+        return None  # a new delete (suspend, resume) job takes over the same run's wait
+    deployment_id = record.deployment_id if record is not None else deployment_id_of(job.job_id)
+    config_id = await _write_derived(tx, job, props, action, deployment_id, api_url)
+    status = IN_PROGRESS if waits else COMPLETE
+    reason = "Deploy data available" if waits else "Not waiting for outputs signal"
+    if record is None:
+        await _own(tx, job, deployment_id)
+        record = await tx.insert_software_deployment(
+            deployment_id,
+            job.project_id,
+            server_id=props.server,
+            config_id=config_id,
+            input_values=props.input_values,
+            action=action,
+            status=status,
+            status_reason=reason,
+            stack_id=uuid.UUID(job.stack_id),
+            resource_name=job.resource_name,
+        )
+    elif record.config_id != config_id:  # not a replay of this very job
+        old = record.config_id
+        updated = await tx.update_software_deployment(
+            job.project_id,
+            record.deployment_id,
+            config_id=config_id,
+            input_values=props.input_values,
+            action=action,
+            status=status,
+            status_reason=reason,
+        )
+        assert updated is not None
+        record = updated
+        await tx.delete_software_config(job.project_id, old)
+    if waits:
+        return None  # the server's signal completes the job (`signalled`)
+    return _result(
+        job, JobOutcome.COMPLETE, physical_id=str(record.deployment_id), attributes=attributes_of(record)
+    )
 
 
 async def _own(tx: Tx, job: ResourceJob, deployment_id: uuid.UUID) -> None:
@@ -246,14 +320,14 @@ def waiting_deployment_id(row: ResourceRow) -> uuid.UUID | None:
         return None
     if row.action.value == "CREATE":
         return deployment_id_of(row.current_job)
-    if row.action.value == "UPDATE":
+    if row.action.value in REDELIVERED:
         return _parsed(row.physical_id)
     return None
 
 
 def _job_result(row: ResourceRow, record: DeploymentRecord, ok: bool, reason: str) -> JobResult:
     assert row.current_job is not None
-    action = JobAction.UPDATE if row.action.value == "UPDATE" else JobAction.CREATE
+    action = JobAction(row.action.value.lower())
     return JobResult(
         id=f"{row.current_job}:signalled",
         job_id=row.current_job,
@@ -264,7 +338,7 @@ def _job_result(row: ResourceRow, record: DeploymentRecord, ok: bool, reason: st
         action=action,
         outcome=JobOutcome.COMPLETE if ok else JobOutcome.FAILED,
         physical_id=str(record.deployment_id),
-        attributes=attributes_of(record),
+        attributes=attributes_of(record) if action is not JobAction.DELETE else {},
         reason="" if ok else f"Resource {action.value.upper()} failed: {reason}",
         resource_type=row.type,
         project_id=record.project_id,
@@ -292,6 +366,8 @@ async def signalled(
         row = rows.get(updated.resource_name)
         if row is not None and waiting_deployment_id(row) == updated.deployment_id:
             fx.emit(ENGINE_QUEUE, _job_result(row, updated, outcome.ok, updated.status_reason))
+            if outcome.ok and row.action is Action.DELETE:  # the server ran its DELETE: now it goes
+                await _remove(tx, updated.project_id, updated)
     return updated
 
 

@@ -50,6 +50,7 @@ from services.engine.convergence import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
 from services.engine.definitions import DefinitionCache
+from services.engine.deployments import DEFAULT_API_URL
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
 from services.engine.nested.answer import Answers
@@ -65,6 +66,7 @@ from services.engine.settings_map import (
     api_limits,
     engine_tuning,
     heal_policy,
+    public_url,
     quotas,
     template_limits,
 )
@@ -113,6 +115,7 @@ class EngineService:
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
         draw: Callable[[], float] = random.random,
+        public_api_url: str = DEFAULT_API_URL,
     ) -> None:
         """Hosts build it with `from_settings`; the records here are what its settings
         become (services/engine/settings_map.py). `constraints`: the custom constraints
@@ -159,6 +162,7 @@ class EngineService:
             templates=templates,
             constraints=constraints,
             config_bytes=api_limits.config_bytes,
+            api_url=public_api_url,
         )
         self._batch_policy = tuning.batches
         self._batches: Batches[CheckResource | JobResult] = Batches(
@@ -222,6 +226,7 @@ class EngineService:
             registry=registry,
             clock=clock,
             draw=draw,
+            public_api_url=public_url(settings),
         )
 
     def api(self) -> ApiDeps:

@@ -80,6 +80,15 @@ def engine_tuning(settings: EngineSettings) -> EngineTuning:
     )
 
 
+def public_url(settings: EngineSettings) -> str:
+    """The base URL at which servers reach this engine's API (public_api_url, else the
+    address the API binds to; a wildcard bind is reached on 127.0.0.1)."""
+    if settings.public_api_url:
+        return settings.public_api_url.rstrip("/")
+    host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::", "") else settings.api_host
+    return f"http://{host}:{settings.api_port}"
+
+
 def quotas(settings: EngineSettings) -> Quotas:
     """Per-project and per-tree quotas (each project gets the same; every engine must use the same)."""
     return Quotas(

@@ -24,7 +24,11 @@ scales its group (`services.engine.scaling`).
 
 A signal to an `OS::Heat::SoftwareDeployment` or StructuredDeployment (a project
 token, or the agent token of the server it deploys to) carries the agent's
-outputs and completes the deployment (`services.engine.deployments`).
+outputs and completes the deployment (`services.engine.deployments`), in any
+action (as Heat's deployments, which a DELETE or SUSPEND delivered to the
+server waits for). A PUT to a deployment's signal URL (TEMP_URL_SIGNAL,
+`services.engine.deployment_urls`), authorised by the token in the URL, does
+the same (`put_signal_object`).
 
 A signal `{"unset_hook": "<hook>"}` to any resource clears the hook its check
 is paused at (`services.engine.gates`); it needs a project token.
@@ -41,7 +45,14 @@ from dataclasses import replace
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
-from services.engine.deployments import agent_may, signal_resource, update_deployment
+from services.engine.deployment_urls import token_ok
+from services.engine.deployments import (
+    agent_may,
+    declared_outputs,
+    signal_resource,
+    signalled,
+    update_deployment,
+)
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.outbox import Outbox
@@ -52,7 +63,7 @@ from services.engine.store.tx import Tx
 from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
 from shared.plugins.base import ObservedState
 from shared.plugins.builtin.common import split_pending
-from shared.plugins.builtin.software_deployment import DEPLOYMENT_TYPES
+from shared.plugins.builtin.software_deployment import DEPLOYMENT_TYPES, signal_outcome
 from shared.plugins.builtin.wait_condition import WaitSignal, evaluate, normalise_signal
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
@@ -207,9 +218,7 @@ class Signals:
                 assert stack is not None  # the row is the stack's
                 await self._gates.clear_hook(tx, stack, handle, data["unset_hook"], fx)
                 ids = await fx.commit(tx)
-            elif handle.type in DEPLOYMENT_TYPES:
-                if handle.action in NO_SIGNAL_ACTIONS:
-                    raise SignalRefused(f"Signal resource during {handle.action.value} is not supported.")
+            elif handle.type in DEPLOYMENT_TYPES:  # in any action: a DELETE or SUSPEND may wait for it
                 await signal_resource(tx, handle, stack.project_id, data, fx)
                 ids = await fx.commit(tx)
             elif handle.type == POLICY_TYPE and self._scaler is not None:
@@ -288,6 +297,25 @@ class Signals:
             if record is None:
                 raise NotFound(f"Software deployment with id {deployment_id} not found")
             record = await update_deployment(tx, project_id, deployment_id, changes, fx)
+            ids = await fx.commit(tx)
+        await self._outbox.publish(ids, fx.messages)
+        return record
+
+    async def put_signal_object(
+        self, project_id: str, deployment_id: uuid.UUID, token: str, details: Any
+    ) -> DeploymentRecord:
+        """A PUT to a deployment's signal URL (TEMP_URL_SIGNAL): when `token` is the one its
+        current run was given, the body is that run's outputs (Heat's signal rules),
+        recorded and sent to the job waiting for them (`deployments.signalled`; a
+        deployment not in progress keeps its state). Any other token: `Unauthorized`."""
+        fx = Effects()
+        async with self._store.transaction() as tx:
+            record = await tx.software_deployment(project_id, deployment_id, lock=True)
+            config = await tx.software_config(project_id, record.config_id) if record is not None else None
+            if record is None or not token_ok(config.config if config is not None else None, token):
+                raise Unauthorized("the signal URL's token is not the deployment's")
+            outcome = signal_outcome(details, await declared_outputs(tx, record))
+            record = await signalled(tx, record, outcome, fx)
             ids = await fx.commit(tx)
         await self._outbox.publish(ids, fx.messages)
         return record

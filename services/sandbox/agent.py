@@ -7,9 +7,14 @@ sandbox's `Agents` then poll, every `poll_seconds`, each ACTIVE server's
 `GET {api}/software_deployments/metadata/{server}` with that token, "run"
 every config not run before that waits for the server (a deployment
 IN_PROGRESS, or one with NO_SIGNAL) by the rules of `run_script`, and after
-the script's run time signal the result as heat-config does with
-HEAT_SIGNAL: a resource signal to `deploy_stack_id` / `deploy_resource_name`
-(or, for a deployment made through the API, a PUT on the deployment). A
+the script's run time signal the result as heat-config does: with
+TEMP_URL_SIGNAL a PUT of the outputs to the URL in `deploy_signal_id` (no
+X-Auth-Token: the URL's token authorises it; only a URL on the agent's own
+API origin), with HEAT_SIGNAL a resource signal to `deploy_stack_id` /
+`deploy_resource_name` (or, for a deployment made through the API, a PUT on
+the deployment). A config is run for whichever action it was delivered for
+(`deploy_action`: CREATE, UPDATE, and DELETE, SUSPEND, RESUME when the
+deployment's `actions` name them); each delivery is a new config. A
 signal that does not get through (no answer, 5xx, 409, 429) is not lost: the
 config is run again at a later poll while its deployment still waits. A
 NO_SIGNAL deployment is run and not signalled.
@@ -23,6 +28,8 @@ running it gives; `${name}` in a value is replaced by the input `name`:
     #sandbox: stderr oops         a line of deploy_stderr (lines add up)
     #sandbox: output result=42    an output of the config (Heat's outputs)
     #sandbox: seconds 2.5         how long the run takes (default 0, at most 600)
+    #sandbox[DELETE]: exit 1      only when run for these actions (deploy_action;
+                                  a comma-separated list, e.g. [SUSPEND,RESUME])
 
 Any other line is ignored; a structured config (a map) runs as an empty script.
 
@@ -39,13 +46,16 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
 
 log = structlog.get_logger(__name__)
 
-DIRECTIVE = re.compile(r"^\s*#\s*sandbox:\s*(exit|stdout|stderr|output|seconds)\b\s?(.*)$")
+DIRECTIVE = re.compile(
+    r"^\s*#\s*sandbox(?:\[([A-Za-z, ]*)\])?:\s*(exit|stdout|stderr|output|seconds)\b\s?(.*)$"
+)
 MAX_SECONDS = 600.0
 #: Agents one sandbox keeps (one per server), and configs it remembers running per server.
 MAX_AGENTS = 10_000
@@ -80,6 +90,7 @@ def run_script(config: Any, inputs: Mapping[str, Any]) -> ScriptRun:
     if not isinstance(config, str):
         return ScriptRun()
     values = {k: "" if v is None else str(v) for k, v in inputs.items()}
+    action = values.get("deploy_action", "")
     code, seconds = 0, 0.0
     stdout: list[str] = []
     stderr: list[str] = []
@@ -88,7 +99,10 @@ def run_script(config: Any, inputs: Mapping[str, Any]) -> ScriptRun:
         found = DIRECTIVE.match(line)
         if found is None:
             continue
-        directive, value = found.group(1), string.Template(found.group(2)).safe_substitute(values)
+        only = found.group(1)
+        if only is not None and action not in {a.strip().upper() for a in only.split(",")}:
+            continue
+        directive, value = found.group(2), string.Template(found.group(3)).safe_substitute(values)
         if directive == "exit":
             code = _number(value, int, 0)
         elif directive == "seconds":
@@ -102,6 +116,13 @@ def run_script(config: Any, inputs: Mapping[str, Any]) -> ScriptRun:
             if name.strip():
                 outputs[name.strip()] = text
     return ScriptRun(code, "".join(stdout), "".join(stderr), outputs, seconds)
+
+
+def same_origin(url: str, api: str) -> bool:
+    """Whether `url` is on the scheme, host and port of the agent's API base (a signal URL
+    elsewhere is not followed: the sandbox PUTs to Converge only)."""
+    a, b = urlsplit(url), urlsplit(api)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc) and a.scheme in ("http", "https")
 
 
 def _number(text: str, kind: type[Any], default: Any) -> Any:
@@ -225,9 +246,16 @@ class Agents:
         await asyncio.sleep(outcome.seconds)
         headers = {"X-Auth-Token": agent.token}
         stack, resource = inputs.get("deploy_stack_id"), inputs.get("deploy_resource_name")
-        if stack and resource:
-            method, url = "POST", f"{agent.api}/stacks/{stack}/resources/{resource}/signal"
+        signal_id = inputs.get("deploy_signal_id")
+        if inputs.get("deploy_signal_transport") == "TEMP_URL_SIGNAL":
+            if not isinstance(signal_id, str) or not same_origin(signal_id, agent.api):
+                log.warning("agent_signal_url_refused", url=signal_id)
+                return True  # nothing to retry: the URL will not change
+            method, url, headers = "PUT", signal_id, {}
             body: dict[str, Any] = outcome.signal()
+        elif stack and resource:
+            method, url = "POST", f"{agent.api}/stacks/{stack}/resources/{resource}/signal"
+            body = outcome.signal()
         else:
             method, url = "PUT", f"{agent.api}/software_deployments/{item.get('deployment_id')}"
             status = "COMPLETE" if outcome.status_code == 0 else "FAILED"

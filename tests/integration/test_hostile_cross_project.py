@@ -59,6 +59,9 @@ PROJECT_LEVEL = {
     "/v1/{project_id}/software_deployments/metadata/{server_id}",
     "/v1/{project_id}/software_deployments/{deployment_id}",
     "/v1/{project_id}/build_info",
+    # a deployment's signal URL: the right token under another project's URL is 401, tried in
+    # test_heat_parity_deployment_transports_and_actions
+    "/v1/{project_id}/software_deployments/{deployment_id}/signal/{signal_token}",
 }
 ACTIONS = [
     {"check": None},

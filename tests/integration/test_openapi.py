@@ -217,5 +217,6 @@ async def real_values(http: aiohttp.ClientSession, base: str, cv: Converge) -> d
         "config_id": str(uuid.uuid4()),
         "deployment_id": str(uuid.uuid4()),
         "server_id": str(uuid.uuid4()),
+        "signal_token": "A" * 43,
         "snapshot_id": snapshot_id,
     }

@@ -4,8 +4,11 @@ its deployment metadata through Converge's API with its own token, "runs" the sc
 its `#sandbox:` lines and signals the result, which completes the deployment with its
 outputs; a config update is re-deployed; a failing script fails the deployment with its
 stderr; NO_SIGNAL completes without waiting for the agent; a deployment group is run
-by the agents of its three servers. The first test runs
-examples/configured-server.yaml as examples/README.md shows it.
+by the agents of its three servers; a TEMP_URL_SIGNAL deployment whose `actions` name
+SUSPEND, RESUME and DELETE is run by the agent for each of them (a failing DELETE run fails
+the stack delete; deleting again removes it). The first and the last test run
+examples/configured-server.yaml and examples/deployment-lifecycle.yaml as
+examples/README.md shows them.
 Real: the `converge` executable (engine, worker, observer, in-process sandbox), PostgreSQL,
 HTTP, python-heatclient."""
 
@@ -173,3 +176,44 @@ async def test_a_deployment_group_is_run_by_the_agents_of_three_servers(up: Up) 
     got = await up.outputs(stack_id)
     assert got["stdouts"] == {n: f"configured {servers[n]}\n" for n in names}
     assert got["greetings"] == {n: f"hi {n}" for n in names}
+
+
+async def test_the_agent_runs_suspend_resume_and_delete_and_answers_through_its_signal_url(up: Up) -> None:
+    example = yaml.safe_load((EXAMPLES / "deployment-lifecycle.yaml").read_text())
+    made = await up.run(
+        up.hc.stacks.create, stack_name="life", template=example, parameters={"refuse_delete": 3}
+    )
+    stack_id = str(made["stack"]["id"])
+    await up.settled(stack_id, "CREATE_COMPLETE")
+    server = (await up.run(up.hc.resources.get, stack_id, "server")).physical_resource_id
+    assert await up.outputs(stack_id) == {"stdout": f"CREATE on {server}\n"}
+    [deployment] = await up.run(lambda: list(up.hc.software_deployments.list(server_id=server)))
+    config = await up.run(up.hc.software_configs.get, deployment.config_id)
+    transport = {i["name"]: i.get("value") for i in config.inputs}["deploy_signal_transport"]
+    assert transport == "TEMP_URL_SIGNAL"
+
+    await up.run(up.hc.actions.suspend, stack_id)
+    await up.settled(stack_id, "SUSPEND_COMPLETE")
+    assert await up.outputs(stack_id) == {"stdout": f"SUSPEND on {server}\n"}
+    await up.run(up.hc.actions.resume, stack_id)
+    await up.settled(stack_id, "RESUME_COMPLETE")
+    assert await up.outputs(stack_id) == {"stdout": f"RESUME on {server}\n"}
+
+    await up.run(up.hc.stacks.delete, stack_id)
+    await up.settled(stack_id, "DELETE_FAILED")
+    deploy = await up.run(up.hc.resources.get, stack_id, "deploy")
+    assert "non-zero status code: 3" in deploy.resource_status_reason
+    assert "would not let this server go" in deploy.resource_status_reason
+    await up.run(up.hc.stacks.delete, stack_id)
+
+    async def gone() -> bool:
+        from heatclient import exc
+
+        try:
+            await up.run(up.hc.stacks.get, stack_id)
+        except exc.HTTPNotFound:
+            return True
+        return False
+
+    await eventually(gone, timeout=90, every=0.2)
+    assert await up.run(lambda: list(up.hc.software_deployments.list(server_id=server))) == []

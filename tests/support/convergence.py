@@ -150,6 +150,9 @@ async def converge(
     `settings`: the engine's (tests.support.engine_settings; default: the defaults),
     from which every engine here is built as `converge-engine` builds its own."""
     settings = settings or engine_settings()
+    api_port = free_port()  # where `http` serves the API: the engine's signal URLs point there
+    if settings.public_api_url is None:
+        settings = settings.model_copy(update={"public_api_url": f"http://127.0.0.1:{api_port}"})
     world = World()
     types = {**load_types(), "Test::Thing": thing_type(world)}
     constraints = constraint_registry(load_constraints())  # as the engine's main loads them
@@ -177,7 +180,6 @@ async def converge(
         await engines.start()
     else:
         await engine.start()
-    api_port = free_port()
     worker = WorkerService(
         bus=bus,
         deps=PluginRuntime(types=types, api_url=f"http://127.0.0.1:{api_port}"),

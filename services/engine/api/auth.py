@@ -17,8 +17,12 @@ which a wait-condition handle's own token may authorise: a POST to
 `.../stacks/{name}/{id}/resources/{name}/signal` whose token is shaped like a
 handle's (`HANDLE_TOKEN`) goes on to the signal handler, which checks it and
 answers every failure with this same 401 (such a token is never sent to
-Keystone); every other request without a valid token is refused here, before
-anything is looked up.
+Keystone). A server's agent token is let through the same way for its
+deployment metadata and outcome (`may_be_agent_request`), and a PUT to a
+software deployment's signal URL needs no header at all: the token is in the
+URL (`may_be_signal_url`, TEMP_URL_SIGNAL), checked by its handler. Every
+other request without a valid token is refused here, before anything is
+looked up.
 """
 
 from __future__ import annotations
@@ -63,6 +67,23 @@ def may_be_agent_request(method: str, parts: list[str], token: str) -> bool:
     if method == "GET":
         return len(parts) == 6 and parts[4] == "metadata"
     return method == "PUT" and len(parts) == 5
+
+
+#: The token in a software deployment's signal URL (`deployment_urls.new_token`).
+SIGNAL_URL_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def may_be_signal_url(method: str, parts: list[str]) -> bool:
+    """Whether an unauthenticated request could be a PUT to a deployment's signal URL,
+    /v1/{project}/software_deployments/{id}/signal/{token} (TEMP_URL_SIGNAL: the token in
+    the URL authorises it; checked by the handler)."""
+    return (
+        method == "PUT"
+        and len(parts) == 7
+        and parts[3] == "software_deployments"
+        and parts[5] == "signal"
+        and SIGNAL_URL_TOKEN.fullmatch(parts[6]) is not None
+    )
 
 
 #: Methods that never change anything.
@@ -164,6 +185,8 @@ def auth_middleware(
         token = request.headers.get("X-Auth-Token", "")
         principal = tokens.lookup(token)
         if principal is None:
+            if may_be_signal_url(request.method, parts):
+                return await handler(request)  # the token in the URL authorises it (checked there)
             if may_be_handle_signal(request.method, parts, token):
                 return await handler(request)  # a handle's own token may signal it (checked there)
             if may_be_agent_request(request.method, parts, token):

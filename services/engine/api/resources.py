@@ -129,7 +129,7 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
         raise unauthorized(AUTH_REQUIRED)
     if not storable_text(name):
         raise not_found(f"The Resource ({name}) could not be found.")
-    data = await _signal_body(request, deps.api_limits.signal_bytes)
+    data = await signal_body(request, deps.api_limits.signal_bytes)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -147,7 +147,7 @@ async def signal(deps: ApiDeps, request: web.Request, stack: StackView, name: st
     return web.Response(status=200)
 
 
-async def _signal_body(request: web.Request, limit: int) -> Any:
+async def signal_body(request: web.Request, limit: int) -> Any:
     """The signal's JSON body (None when empty), read only up to `limit` bytes: a larger
     one is refused (413) as soon as its size is known, not after it was buffered."""
     too_big = f"a signal body may be at most {limit} bytes (CONVERGE_MAX_SIGNAL_BYTES)"

@@ -8,6 +8,9 @@
     DELETE /v1/{project}/software_deployments/{id}            delete one
     GET    /v1/{project}/software_deployments/metadata/{server_id}
                                                              the server's configs to run
+    PUT    /v1/{project}/software_deployments/{id}/signal/{token}
+                                                             TEMP_URL_SIGNAL: the agent's outputs
+                                                             (Converge's; no X-Auth-Token)
 
 The HTTP edge of the `software_deployments` table, in Heat's shapes:
 `{"software_deployment": {...}}` with id, config_id, server_id, input_values,
@@ -26,6 +29,11 @@ its signal: the resource waiting for it completes or fails
 with an agent token (as a signal), CONVERGE_MAX_SOFTWARE_CONFIG_BYTES with a project
 token (413 when its declared size is more, before it is read; a body without a
 declared size is bounded by the API's body limit). A deployment is found only in its own project.
+A PUT to a deployment's signal URL needs no X-Auth-Token: the token in the URL,
+drawn for the run the URL was given for, authorises it
+(`services.engine.deployment_urls`); the body is a signal (at most
+CONVERGE_MAX_SIGNAL_BYTES, 413 as soon as more is known) and a wrong or stale
+token, or an unknown deployment, is one 401.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from services.engine.api.auth import AUTH_REQUIRED, PRINCIPAL
 from services.engine.api.deps import ApiDeps
 from services.engine.api.errors import bad_request, not_found, too_large, unauthorized
 from services.engine.api.requests import read_json
+from services.engine.api.resources import signal_body
 from services.engine.api.software_configs import config_view
 from services.engine.api.stacks import url_project
 from services.engine.api.views import json_response, timestamp
@@ -123,6 +132,7 @@ class SoftwareDeploymentRoutes:
             web.get(base + "/{deployment_id}", self.show),
             web.put(base + "/{deployment_id}", self.update),
             web.delete(base + "/{deployment_id}", self.delete),
+            web.put(base + "/{deployment_id}/signal/{signal_token}", self.put_signal),
         ]
 
     def _project(self, request: web.Request) -> str:
@@ -198,6 +208,23 @@ class SoftwareDeploymentRoutes:
         except Unauthorized as exc:
             raise unauthorized(AUTH_REQUIRED) from exc
         return json_response({"software_deployment": deployment_view(record)})
+
+    async def put_signal(self, request: web.Request) -> web.Response:
+        """A PUT to a deployment's signal URL (TEMP_URL_SIGNAL): the agent's outputs, at most
+        CONVERGE_MAX_SIGNAL_BYTES (413 before more is read). Every token but the one the
+        deployment's current run was given, and an unknown deployment, are the same 401."""
+        project = url_project(request)
+        try:
+            deployment_id = uuid.UUID(request.match_info["deployment_id"])
+        except ValueError:
+            raise unauthorized(AUTH_REQUIRED) from None
+        details = await signal_body(request, self._d.api_limits.signal_bytes)
+        try:
+            token = request.match_info["signal_token"]
+            await self._d.signals.put_signal_object(project, deployment_id, token, details)
+        except Unauthorized as exc:
+            raise unauthorized(AUTH_REQUIRED) from exc
+        return web.Response(status=201)  # as an object store answers a PUT
 
     async def delete(self, request: web.Request) -> web.Response:
         project = self._project(request)

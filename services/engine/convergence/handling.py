@@ -32,6 +32,7 @@ from services.engine.convergence.shell import Shell
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.definitions import DefinitionCache
+from services.engine.deployments import DEFAULT_API_URL
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.messages import CheckResource
@@ -66,6 +67,7 @@ class Convergence:
         templates: TemplateRunner = INLINE,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         config_bytes: int = DEFAULT_CONFIG_BYTES,
+        api_url: str = DEFAULT_API_URL,
     ) -> None:
         answers = Answers(definitions=definitions, types=types, templates=templates)
         # Hooks and converge's observations, between a node's decision and its action.
@@ -91,6 +93,7 @@ class Convergence:
             answers=answers,
             gates=self.gates,
             children=self.children,
+            api_url=api_url,
         )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:

@@ -81,7 +81,9 @@ async def issue(
         )
         fx.emit(ENGINE_QUEUE, nested)
     elif is_config_type(type_name):  # the engine stores the config, in this transaction
-        result = await run_config_job(tx, job, shell.types, max_bytes=shell.config_bytes)
+        result = await run_config_job(
+            tx, job, shell.types, max_bytes=shell.config_bytes, api_url=shell.api_url
+        )
         if result is not None:  # None: a deployment waits for its server's signal
             fx.emit(ENGINE_QUEUE, result)
     else:

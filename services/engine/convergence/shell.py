@@ -44,6 +44,7 @@ class Shell:
     # Hooks and converge's observations, between a node's decision and its action.
     gates: Gates
     children: Children  # nested stack jobs: a child stack's operation
+    api_url: str  # the engine API's public base (deployment signal URLs, TEMP_URL_SIGNAL)
 
 
 async def update_row(tx: Tx, row: ResourceRow, **changes: Any) -> None:

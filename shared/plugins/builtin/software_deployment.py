@@ -11,10 +11,13 @@ its inputs given the deployment's `input_values` and Heat's `deploy_*` inputs,
 for StructuredDeployment its `get_input` references substituted) and writes the
 deployment IN_PROGRESS; the server's agent finds it in
 `GET /software_deployments/metadata/{server}`, runs it and signals the result
-(a resource signal, HEAT_SIGNAL, or `PUT /software_deployments/{id}`), which
+(HEAT_SIGNAL: a resource signal or `PUT /software_deployments/{id}`;
+TEMP_URL_SIGNAL: a PUT to the URL in the `deploy_signal_id` input), which
 completes the resource's job: a non-zero `deploy_status_code` fails it, with
 `deploy_stderr` in the reason. With NO_SIGNAL, or for an action not in
-`actions`, the job completes at once.
+`actions`, the job completes at once. DELETE, SUSPEND and RESUME are delivered
+(and waited for) when `actions` names them. CFN_SIGNAL and ZAQAR_SIGNAL are
+refused by name wherever the properties are checked (`SignalTransport`).
 
 OS::Heat::SoftwareDeploymentGroup and StructuredDeploymentGroup deploy to every
 server of their `servers` map: they are nested stacks of one deployment per server
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
 
 from shared.errors import InvalidInput, PermanentError
 from shared.plugins.base import ActionContext, ActionResult, Properties, ResourceType, UpdateRule, prop
@@ -37,11 +42,40 @@ from shared.plugins.base import ActionContext, ActionResult, Properties, Resourc
 DEPLOYMENT_TYPES = ("OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment")
 HEAT_SIGNAL = "HEAT_SIGNAL"
 NO_SIGNAL = "NO_SIGNAL"
+#: The pollable-URL transport (Heat's name): the agent PUTs its outputs to `deploy_signal_id`.
+TEMP_URL_SIGNAL = "TEMP_URL_SIGNAL"
+#: Heat's transports Converge does not offer (no CFN API, no Zaqar), named in the refusal.
+UNSUPPORTED_TRANSPORTS = ("CFN_SIGNAL", "ZAQAR_SIGNAL")
 #: The deployment's own outputs, beside those its config declares.
 STANDARD_OUTPUTS = ("deploy_stdout", "deploy_stderr", "deploy_status_code")
 DeployAction = Literal["CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME"]
+#: The inputs the engine gives every derived config (the last two with TEMP_URL_SIGNAL only).
+DEPLOY_INPUTS = frozenset(
+    {
+        "deploy_server_id",
+        "deploy_action",
+        "deploy_stack_id",
+        "deploy_resource_name",
+        "deploy_signal_transport",
+        "deploy_signal_id",
+        "deploy_signal_verb",
+    }
+)
 #: Most characters of stderr a failure reason quotes.
 REASON_STDERR_CHARS = 1000
+
+
+def _known_transport(value: Any) -> Any:
+    if value in UNSUPPORTED_TRANSPORTS:
+        offered = "HEAT_SIGNAL, TEMP_URL_SIGNAL or NO_SIGNAL"
+        raise ValueError(f"{value} is not supported by Converge; use {offered}")
+    return value
+
+
+#: A transport Converge offers; Heat's others are refused by name (also where a template is checked).
+SignalTransport = Annotated[
+    Literal["HEAT_SIGNAL", "TEMP_URL_SIGNAL", "NO_SIGNAL"], BeforeValidator(_known_transport)
+]
 
 
 class DeploymentCommon(Properties):
@@ -58,10 +92,12 @@ class DeploymentCommon(Properties):
         description="Which lifecycle actions of the deployment run the config on the server; "
         "for the others the deployment completes at once.",
     )
-    signal_transport: Literal["HEAT_SIGNAL", "NO_SIGNAL"] = prop(
+    signal_transport: SignalTransport = prop(
         HEAT_SIGNAL,
         description="How the server reports the result: HEAT_SIGNAL (a resource signal, or PUT on "
-        "the deployment, from the server's agent) or NO_SIGNAL (the deployment completes at once).",
+        "the deployment, from the server's agent), TEMP_URL_SIGNAL (an HTTP PUT of the outputs to "
+        "the URL in the deployment's deploy_signal_id input, authorised by the token in it) or "
+        "NO_SIGNAL (the deployment completes at once). CFN_SIGNAL and ZAQAR_SIGNAL are refused.",
     )
     name: str | None = prop(None, description="Name of the derived config the server runs.", max_length=255)
 
@@ -124,6 +160,7 @@ class DeployContext:
     stack_id: str  # "<stack name>/<stack id>", as Heat gives it
     resource_name: str
     signal_transport: str
+    signal_url: str | None = None  # TEMP_URL_SIGNAL: where the agent PUTs its outputs
 
 
 def _substitute(value: Any, key: str, inputs: Mapping[str, Any], missing: set[str]) -> Any:
@@ -156,6 +193,9 @@ def derived_config(
         inputs.append({**item, "value": value})
     for name, value in values.items():  # undeclared values are passed on as strings, as Heat does
         inputs.append({"name": name, "type": "String", "value": value})
+    # The engine's deploy_* inputs are its own: a value given under one of their names (which
+    # could point a TEMP_URL_SIGNAL agent at another URL) is dropped, not passed on first.
+    inputs = [i for i in inputs if i["name"] not in DEPLOY_INPUTS]
     inputs += [
         {"name": "deploy_server_id", "type": "String", "value": deploy.server_id,
          "description": "ID of the server being deployed to"},
@@ -168,6 +208,13 @@ def derived_config(
         {"name": "deploy_signal_transport", "type": "String", "value": deploy.signal_transport,
          "description": "How the server should signal to heat with the deployment output values."},
     ]  # fmt: skip
+    if deploy.signal_url is not None:
+        inputs += [
+            {"name": "deploy_signal_id", "type": "String", "value": deploy.signal_url,
+             "description": "ID of signal to use for signaling output values"},
+            {"name": "deploy_signal_verb", "type": "String", "value": "PUT",
+             "description": "HTTP verb to use for signaling output values"},
+        ]  # fmt: skip
     config = source.get("config")
     if isinstance(props, StructuredDeploymentProperties):
         by_name = {i["name"]: i["value"] for i in inputs}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from shared.errors import InvalidInput, PermanentError
 from shared.plugins.builtin.software_deployment import (
@@ -51,6 +52,32 @@ def test_the_derived_config_gives_each_input_its_value_or_default_and_heats_depl
         SOURCE["outputs"],
         {"debug": True},
     )
+
+
+def test_a_temp_url_deployment_gives_its_signal_url_and_verb_and_no_input_overrides_them() -> None:
+    url = "http://converge:8004/v1/p/software_deployments/d/signal/token"
+    props = SoftwareDeploymentProperties(
+        server="server-1",
+        signal_transport="TEMP_URL_SIGNAL",
+        input_values={"deploy_signal_id": "http://elsewhere/", "deploy_action": "FAKE", "who": "a"},
+    )
+    deploy = DeployContext("server-1", "DELETE", "web/1234", "deploy", "TEMP_URL_SIGNAL", url)
+    derived = derived_config(SOURCE, props, deploy)
+    names = [i["name"] for i in derived["inputs"]]
+    assert len(names) == len(set(names)), "each deploy_* input once: the engine's"
+    given = values(derived)
+    assert (given["deploy_signal_id"], given["deploy_signal_verb"]) == (url, "PUT")
+    assert (given["deploy_action"], given["deploy_signal_transport"]) == ("DELETE", "TEMP_URL_SIGNAL")
+
+
+@pytest.mark.parametrize("transport", ["CFN_SIGNAL", "ZAQAR_SIGNAL", "SMOKE_SIGNAL"])
+def test_a_transport_converge_does_not_offer_is_refused_naming_the_property(transport: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        SoftwareDeploymentProperties(server="s", signal_transport=transport)
+    [error] = caught.value.errors()
+    assert error["loc"] == ("signal_transport",)
+    if transport != "SMOKE_SIGNAL":
+        assert f"{transport} is not supported by Converge" in error["msg"]
 
 
 def test_a_structured_deployment_substitutes_its_input_references() -> None:

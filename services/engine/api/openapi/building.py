@@ -131,6 +131,7 @@ def components() -> Json:
         "config_id": "A software config's id (a UUID).",
         "deployment_id": "A software deployment's id (a UUID).",
         "server_id": "The id of a server deployed to.",
+        "signal_token": "The token a deployment's signal URL carries (TEMP_URL_SIGNAL), drawn for one run.",
         "snapshot_id": "A snapshot's id (a UUID).",
     }
     return {

@@ -4,8 +4,9 @@ Where it sits: `openapi_document` (this package) gathers these with the
 other areas' paths. A config is what a server is configured with; a
 deployment runs one on a server, and the server's agent reads its derived
 configs (`.../software_deployments/metadata/{server_id}`) and signals the
-outcome with a final status (`api.software_configs`,
-`api.software_deployments`). Pure data.
+outcome with a final status, or with TEMP_URL_SIGNAL a PUT to the
+deployment's signal URL (`api.software_configs`, `api.software_deployments`).
+Pure data.
 """
 
 from __future__ import annotations
@@ -151,5 +152,17 @@ def software_deployment_paths() -> Json:
                 params=one,
                 tag="software",
             ),
+        },
+        f"{deployments}/{{deployment_id}}/signal/{{signal_token}}": {
+            "put": operation(
+                "TEMP_URL_SIGNAL: the server's agent PUTs its outputs (deploy_stdout, deploy_stderr, "
+                "deploy_status_code, the config's outputs) to the URL in the deploy_signal_id input; the "
+                "token in the URL authorises it (no X-Auth-Token needed), any other token is 401",
+                {"201": {"description": "Stored: the deployment's outputs, its waiting resource completed."}},
+                params=(*one, "signal_token"),
+                body={"type": "object"},
+                errors=(413,),
+                tag="software",
+            )
         },
     }
