@@ -182,7 +182,9 @@ async def test_only_the_nodes_that_differ_are_stored_and_a_node_the_update_drops
     assert await own_rows(db, third) == 3
 
 
-async def test_pruning_keeps_a_base_while_a_traversal_names_it(store: Store, db: asyncpg.Connection) -> None:
+async def test_pruning_keeps_a_base_while_a_traversal_names_it_and_deleting_the_stack_drops_both(
+    store: Store, db: asyncpg.Connection
+) -> None:
     first, second, third = (TraversalId(uuid.uuid4()) for _ in range(3))
     graph = fan_in(3)
     async with store.transaction() as tx:
@@ -196,3 +198,6 @@ async def test_pruning_keeps_a_base_while_a_traversal_names_it(store: Store, db:
     assert kept == {first, third}
     async with store.transaction() as tx:
         assert {p.node for p in await tx.pending_nodes(third)} == set(graph)
+
+    await db.execute("DELETE FROM stacks WHERE stack_id = $1", STACK)  # a base goes with its stack
+    assert await db.fetchval("SELECT count(*) FROM traversals") == 0
