@@ -3,7 +3,9 @@
 as its own, not done, nothing satisfied, whatever state the base's run left them in.
 
 Real: PostgreSQL (a fresh, migrated database). The graphs are `core.graph`'s, for a
-stack of stored rows; the statements are the ones the convergence code runs.
+stack of stored rows; the statements are the ones the convergence code runs. The last
+test runs updates end to end (tests/support/convergence.py: the engine, worker and
+observer in one process, deliveries reordered and duplicated).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from services.engine.core.model import (
 )
 from services.engine.store import Store, connect
 from services.engine.store.migrate import migrate
+from tests.scenarios.library import assert_world_matches, hot, slow, thing
+from tests.support.convergence import converge
 
 pytestmark = pytest.mark.integration
 
@@ -201,3 +205,37 @@ async def test_pruning_keeps_a_base_while_a_traversal_names_it_and_deleting_the_
 
     await db.execute("DELETE FROM stacks WHERE stack_id = $1", STACK)  # a base goes with its stack
     assert await db.fetchval("SELECT count(*) FROM traversals") == 0
+
+
+async def test_updates_preempting_updates_of_the_same_shape_carry_the_graph_over_and_end_in_the_last(
+    database_url: str,
+) -> None:
+    def goal(value: str) -> dict[str, object]:
+        return hot(
+            {
+                "s": slow(value),
+                "t": thing(value={"get_attr": ["s", "output"]}),
+                "u": thing(value={"list_join": ["-", [{"get_attr": ["t", "value"]}, "u"]]}),
+                "v": thing(value=value),
+            }
+        )
+
+    async with converge(database_url, seed=3) as cv:
+        stack = await cv.create("s", goal("0"))
+        assert (await cv.settled(stack))[:2] == ("CREATE", "COMPLETE")
+        for value in ("1", "2", "3"):  # each preempts the one before, the same graph each time
+            await cv.update(stack, goal(value))
+        assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
+        assert_world_matches(cv.world, {"t": {"value": "3"}, "u": {"value": "3-u"}, "v": {"value": "3"}})
+        assert cv.world.created == 3  # the three things, none created twice
+        current = await cv.pool.fetchrow(
+            """SELECT t.traversal_id, t.base FROM traversals t JOIN stacks s
+               ON s.current_traversal = t.traversal_id WHERE s.stack_id = $1""",
+            stack,
+        )
+        assert current["base"] is not None
+        assert await own_rows_in(cv.pool, current["traversal_id"]) == 8  # each node done: a row each
+
+
+async def own_rows_in(pool: asyncpg.Pool, traversal: TraversalId) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", traversal))
