@@ -138,7 +138,8 @@ async def _launch(
     """Store the graph, make `traversal` the stack's (preempting whatever ran) and
     trigger the leaves; an empty graph completes at once. Each of `notes` is an
     event of its own after the one saying the action started."""
-    await tx.start_traversal(stack.stack_id, traversal, graph)
+    # Only what differs from the graph of the traversal it preempts is written.
+    await tx.start_traversal(stack.stack_id, traversal, graph, previous=stack.current_traversal)
     await tx.begin_operation(
         stack.stack_id,
         traversal=traversal,

@@ -13,12 +13,19 @@ new template, and a cleanup node for every existing row. Edges:
   node, i.e. after the dependents moved to the replacement;
 - a row that is in the new template is cleaned up after its forward node.
 Leaves (nodes requiring nothing) are triggered first.
+
+A graph is stored as what each node's row needs (`stored_nodes`: how many
+predecessors it waits for, the dependents it triggers directly and those that
+are sync points). A new traversal whose graph differs from its predecessor's
+in few nodes stores only those (`carry_over`); the rest are read from the
+predecessor's rows (`store/graph.py`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, cleanup, forward
 
@@ -80,3 +87,43 @@ def _linked(requires: Mapping[Node, set[Node]]) -> dict[Node, GraphNode]:
 
 def leaves(graph: Mapping[Node, GraphNode]) -> list[Node]:
     return sorted(node for node, g in graph.items() if not g.requires)
+
+
+@dataclass(frozen=True)
+class StoredNode:
+    """What a node's stored row holds of the graph (its state, done or not, aside)."""
+
+    requires_count: int
+    direct: tuple[Node, ...]  # dependents it alone holds back: triggered at once
+    synced: tuple[Node, ...]  # dependents waiting on others too: sync points
+
+
+def stored_nodes(graph: Mapping[Node, GraphNode]) -> dict[Node, StoredNode]:
+    """Each node of `graph` as its row stores it."""
+
+    def stored(n: GraphNode) -> StoredNode:
+        direct = tuple(sorted(d for d in n.dependents if len(graph[d].requires) == 1))
+        synced = tuple(sorted(d for d in n.dependents if len(graph[d].requires) > 1))
+        return StoredNode(len(n.requires), direct, synced)
+
+    return {node: stored(n) for node, n in graph.items()}
+
+
+@dataclass(frozen=True)
+class CarriedOver:
+    """A graph stored as the differences from a base graph's rows."""
+
+    own: dict[Node, StoredNode]  # nodes new or different: rows of their own
+    gone: tuple[Node, ...]  # nodes of the base the new graph does not have
+
+
+def carry_over(
+    new: Mapping[Node, StoredNode], base: Mapping[Node, StoredNode], *, most: float = 0.5
+) -> CarriedOver | None:
+    """`new` as differences from `base`; None when more than `most` of it would differ
+    (then it is cheaper, and leaves nothing to look through, to store it whole)."""
+    own = {node: s for node, s in new.items() if base.get(node) != s}
+    gone = tuple(sorted(node for node in base if node not in new))
+    if len(own) + len(gone) > most * len(new):
+        return None
+    return CarriedOver(own, gone)

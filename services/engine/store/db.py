@@ -123,12 +123,14 @@ class Store:
         rows) removed.
 
         A superseded traversal is kept a little while: checks of it may still
-        be committing, and they stop quietly once its rows are gone.
+        be committing, and they stop quietly once its rows are gone. One that is
+        the base of another (`store/graph.py`) is kept as long as that one is.
         """
         traversals = await self._execute(
             """DELETE FROM traversals t USING stacks s
                WHERE t.stack_id = s.stack_id AND t.traversal_id IS DISTINCT FROM s.current_traversal
-                 AND t.created_at < now() - make_interval(secs => $1)""",
+                 AND t.created_at < now() - make_interval(secs => $1)
+                 AND NOT EXISTS (SELECT 1 FROM traversals k WHERE k.base = t.traversal_id)""",
             traversal_seconds,
         )
         inbox = await self._execute(

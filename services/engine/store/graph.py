@@ -1,22 +1,55 @@
 """Statements of a traversal's graph (mixed into `Tx`): its nodes, sync points and sinks.
 
 Where it sits: `services.engine.traversal` stores the graph of a new
-traversal (`start_traversal`: one row per node, naming the dependents to
+traversal (`start_traversal`: a row per node, naming the dependents to
 trigger directly and the sync points to report to); a check reads its node
 (`node`) and, once the node's outcome is known, marks it done
 (`finish_node`), reports to the sync points that wait on it (`satisfy`) and
 counts the traversal's sinks down (`count_down`), in that order, so row locks
 are always taken node -> dependents -> traversal -> stack.
+
+A graph that differs from the one of the traversal it preempts in few nodes
+is stored as those nodes only (`core.graph.carry_over`): the traversal names
+a `base` whose rows stand for the rest, read as not done and with nothing
+satisfied; such a node gets a row of its own the first time its state
+changes (`finish_node`, `satisfy`). A node of the base the new graph does not
+have gets a row of its own, done. So an update that leaves most of the graph
+as it was writes few rows (preemption in milliseconds, issue 18 item 5).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from services.engine.core.graph import StoredNode, carry_over, stored_nodes
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import NodeState, Prefetched
+
+#: The nodes of `traversal`: its own rows first, then those of its base it has none of.
+#: Parameters: $1 the traversal; the caller adds the node condition (`own.` / `b.` columns).
+OWN_OR_BASE_NODES = """
+    SELECT 0 AS rank, own.node, own.requires_count, own.direct, own.synced, own.done
+    FROM traversal_nodes own WHERE own.traversal_id = {t} {own_node}
+    UNION ALL
+    SELECT 1, b.node, b.requires_count, b.direct, b.synced, false
+    FROM traversals tr JOIN traversal_nodes b ON b.traversal_id = tr.base {base_node}
+    WHERE tr.traversal_id = {t}"""
+
+#: Structures of base traversals by id, read or written by this process (a base's
+#: structure never changes once stored), at most this many nodes in all.
+_BASES: OrderedDict[TraversalId, dict[Node, StoredNode]] = OrderedDict()
+BASE_NODES_KEPT = 100_000
+
+
+def _remember(traversal: TraversalId, nodes: dict[Node, StoredNode]) -> None:
+    if len(nodes) > BASE_NODES_KEPT:
+        return
+    _BASES[traversal] = nodes
+    while sum(len(n) for n in _BASES.values()) > BASE_NODES_KEPT:
+        _BASES.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -31,40 +64,82 @@ class GraphStatements:
     _reads: Prefetched | None
 
     async def start_traversal(
-        self, stack_id: StackId, traversal: TraversalId, graph: Mapping[Node, GraphNode]
+        self,
+        stack_id: StackId,
+        traversal: TraversalId,
+        graph: Mapping[Node, GraphNode],
+        *,
+        previous: TraversalId | None = None,
     ) -> None:
-        """Store the graph of `traversal`. Older traversals of the stack are left
-        alone (checks of them may still be committing) and pruned later.
+        """Store the graph of `traversal`; only the nodes that differ from the graph of
+        `previous` (the traversal it preempts) when few do. Older traversals of the
+        stack are left alone (checks of them may still be committing) and pruned
+        later, a base once no traversal names it.
 
         The traversal counts its sinks (nodes nothing depends on) down, not every
         node: a node is checked only once all it requires is done, so the
         traversal is over exactly when its last sink is; the other nodes'
         completions never touch the traversal's row (`count_down`)."""
+        nodes = stored_nodes(graph)
         sinks = sum(1 for n in graph.values() if not n.dependents)
+        base = await self._base_of(previous) if previous is not None and nodes else None
+        carried = carry_over(nodes, base[1]) if base is not None else None
         await self._c.execute(
-            "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, $3)",
+            "INSERT INTO traversals (traversal_id, stack_id, remaining, base) VALUES ($1, $2, $3, $4)",
             traversal,
             stack_id,
             sinks,
+            base[0] if base is not None and carried is not None else None,
         )
+        if carried is None:
+            records = [
+                (traversal, node, s.requires_count, s.direct, s.synced, False) for node, s in nodes.items()
+            ]
+            _remember(traversal, nodes)
+        else:
+            records = [
+                *(
+                    (traversal, node, s.requires_count, s.direct, s.synced, False)
+                    for node, s in carried.own.items()
+                ),
+                *((traversal, node, 0, (), (), True) for node in carried.gone),  # not in this graph
+            ]
+        if records:
+            await self._c.copy_records_to_table(
+                "traversal_nodes",
+                columns=["traversal_id", "node", "requires_count", "direct", "synced", "done"],
+                records=records,
+            )
 
-        def split(n: GraphNode) -> tuple[list[Node], list[Node]]:
-            direct = sorted(d for d in n.dependents if len(graph[d].requires) == 1)
-            return direct, sorted(d for d in n.dependents if len(graph[d].requires) > 1)
-
-        await self._c.copy_records_to_table(
-            "traversal_nodes",
-            columns=["traversal_id", "node", "requires_count", "direct", "synced"],
-            records=[(traversal, n.node, len(n.requires), *split(n)) for n in graph.values()],
+    async def _base_of(self, previous: TraversalId) -> tuple[TraversalId, dict[Node, StoredNode]] | None:
+        """The traversal whose rows hold the whole graph of `previous` (itself, or its
+        base), and that graph's structure; None if `previous` is gone."""
+        root: TraversalId | None = await self._c.fetchval(
+            "SELECT coalesce(base, traversal_id) FROM traversals WHERE traversal_id = $1", previous
         )
+        if root is None:
+            return None
+        nodes = _BASES.get(root)
+        if nodes is None:
+            rows = await self._c.fetch(
+                "SELECT node, requires_count, direct, synced FROM traversal_nodes WHERE traversal_id = $1",
+                root,
+            )
+            nodes = {
+                r["node"]: StoredNode(r["requires_count"], tuple(r["direct"]), tuple(r["synced"]))
+                for r in rows
+            }
+            _remember(root, nodes)
+        else:
+            _BASES.move_to_end(root)
+        return root, nodes
 
     async def node(self, traversal: TraversalId, node: Node) -> NodeState | None:
         if self._reads is not None and (traversal, node) in self._reads.nodes:
             return self._reads.nodes[(traversal, node)]
+        nodes = OWN_OR_BASE_NODES.format(t="$1", own_node="AND own.node = $2", base_node="AND b.node = $2")
         r = await self._c.fetchrow(
-            "SELECT requires_count, done FROM traversal_nodes WHERE traversal_id = $1 AND node = $2",
-            traversal,
-            node,
+            f"SELECT requires_count, done FROM ({nodes}) n ORDER BY rank LIMIT 1", traversal, node
         )
         return NodeState(r["requires_count"], r["done"]) if r is not None else None
 
@@ -82,26 +157,29 @@ class GraphStatements:
         entries = sorted(set(reports))
         if not entries:
             return []
+        nodes = OWN_OR_BASE_NODES.format(t="r.t", own_node="AND own.node = r.n", base_node="AND b.node = r.n")
+        # A node carried over from the base has no row yet: the first report writes
+        # it (INSERT); a row already there is locked and added to (ON CONFLICT). The
+        # rows are taken in (traversal, node) order either way.
         rows = await self._raw.fetch(  # `satisfied` is not prefetched: nothing to forget
-            """WITH reported AS (
-                   SELECT t, n, array_agg(b) AS bys
+            f"""WITH reported AS (
+                   SELECT t, n, array_agg(DISTINCT b ORDER BY b) AS bys
                    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(t, n, b) GROUP BY t, n),
-               locked AS (
-                   SELECT tn.traversal_id, tn.node, tn.satisfied, r.bys
-                   FROM traversal_nodes tn JOIN reported r ON tn.traversal_id = r.t AND tn.node = r.n
-                   ORDER BY tn.traversal_id, tn.node FOR UPDATE OF tn),
-               added AS (
-                   SELECT traversal_id, node,
-                          satisfied || ARRAY(SELECT DISTINCT b FROM unnest(bys) AS b
-                                             WHERE NOT b = ANY(satisfied) ORDER BY b) AS now_satisfied,
-                          cardinality(satisfied) AS before
-                   FROM locked)
-               UPDATE traversal_nodes tn SET satisfied = a.now_satisfied
-               FROM added a
-               WHERE tn.traversal_id = a.traversal_id AND tn.node = a.node
-                 AND cardinality(a.now_satisfied) > a.before
-               RETURNING tn.traversal_id, tn.node,
-                         cardinality(a.now_satisfied) = tn.requires_count AS ready""",
+               found AS (
+                   SELECT r.t, r.n, r.bys, x.requires_count, x.direct, x.synced
+                   FROM reported r CROSS JOIN LATERAL (
+                       SELECT * FROM ({nodes}) n ORDER BY rank LIMIT 1) x
+                   ORDER BY r.t, r.n)
+               INSERT INTO traversal_nodes AS tn
+                   (traversal_id, node, requires_count, direct, synced, satisfied)
+               SELECT t, n, requires_count, direct, synced, bys FROM found ORDER BY t, n
+               ON CONFLICT (traversal_id, node) DO UPDATE
+                   SET satisfied = tn.satisfied || ARRAY(
+                       SELECT b FROM unnest(excluded.satisfied) AS b
+                       WHERE NOT b = ANY(tn.satisfied) ORDER BY b)
+                   WHERE EXISTS (
+                       SELECT 1 FROM unnest(excluded.satisfied) AS b WHERE NOT b = ANY(tn.satisfied))
+               RETURNING tn.traversal_id, tn.node, cardinality(tn.satisfied) = tn.requires_count AS ready""",
             [e[0] for e in entries],
             [e[1] for e in entries],
             [e[2] for e in entries],
@@ -117,9 +195,21 @@ class GraphStatements:
         """
         if self._reads is not None:
             self._reads.nodes.pop((traversal, node), None)
+        # A node carried over from the base gets its own row, done (`start_traversal`).
         r = await self._raw.fetchrow(
-            """UPDATE traversal_nodes SET done = true
-               WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced""",
+            """WITH own AS (
+                   UPDATE traversal_nodes SET done = true
+                   WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced),
+               carried AS (
+                   INSERT INTO traversal_nodes AS tn
+                       (traversal_id, node, requires_count, direct, synced, done)
+                   SELECT $1, b.node, b.requires_count, b.direct, b.synced, true
+                   FROM traversals t JOIN traversal_nodes b ON b.traversal_id = t.base AND b.node = $2
+                   WHERE t.traversal_id = $1 AND NOT EXISTS (
+                       SELECT 1 FROM traversal_nodes o WHERE o.traversal_id = $1 AND o.node = $2)
+                   ON CONFLICT (traversal_id, node) DO UPDATE SET done = true WHERE NOT tn.done
+                   RETURNING tn.direct, tn.synced)
+               SELECT direct, synced FROM own UNION ALL SELECT direct, synced FROM carried""",
             traversal,
             node,
         )
@@ -139,9 +229,9 @@ class GraphStatements:
         return remaining
 
     async def unfinished_nodes(self, traversal: TraversalId, *, limit: int = 20) -> list[Node]:
+        nodes = OWN_OR_BASE_NODES.format(t="$1", own_node="", base_node="")
         rows = await self._c.fetch(
-            "SELECT node FROM traversal_nodes WHERE traversal_id = $1 AND NOT done ORDER BY node LIMIT $2",
+            f"""SELECT DISTINCT ON (node) node, done FROM ({nodes}) n ORDER BY node, rank""",
             traversal,
-            limit,
         )
-        return [r["node"] for r in rows]
+        return [r["node"] for r in rows if not r["done"]][:limit]

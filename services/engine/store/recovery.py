@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.core.recovery import PendingNode
+from services.engine.store.graph import OWN_OR_BASE_NODES
 
 if TYPE_CHECKING:
     from services.engine.store.driver import Conn
@@ -97,13 +98,15 @@ class RecoveryStatements:
 
     async def pending_nodes(self, traversal: TraversalId) -> list[PendingNode]:
         """The nodes of `traversal` not done yet, with the dependents each holds back."""
+        nodes = OWN_OR_BASE_NODES.format(t="$1", own_node="", base_node="")  # its rows and its base's
         rows = await self._c.fetch(
-            "SELECT node, direct, synced FROM traversal_nodes WHERE traversal_id = $1 AND NOT done",
+            f"SELECT DISTINCT ON (node) node, direct, synced, done FROM ({nodes}) n ORDER BY node, rank",
             traversal,
         )
         return [
             PendingNode(Node(r["node"]), tuple(map(Node, r["direct"])), tuple(map(Node, r["synced"])))
             for r in rows
+            if not r["done"]
         ]
 
     async def mark_recovered(self, stack_ids: Sequence[StackId], *, now: float) -> None:

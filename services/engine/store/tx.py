@@ -23,7 +23,7 @@ from typing import Any
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.events import EventStatements
-from services.engine.store.graph import GraphStatements
+from services.engine.store.graph import OWN_OR_BASE_NODES, GraphStatements
 from services.engine.store.inbox_outbox import InboxStatements, OutboxStatements
 from services.engine.store.observing import ObservationStatements
 from services.engine.store.parity import ParityStatements
@@ -94,10 +94,13 @@ class Tx(
         reads.stacks = dict.fromkeys(stack_ids)
         reads.stacks.update((r["stack_id"], stack_row(r)) for r in rows)
         keys = sorted(set(nodes))
-        rows = await self._raw.fetch(
-            """SELECT tn.traversal_id, tn.node, tn.requires_count, tn.done
-               FROM traversal_nodes tn
-               JOIN unnest($1::uuid[], $2::bigint[]) AS k(t, n) ON tn.traversal_id = k.t AND tn.node = k.n""",
+        own_or_base = OWN_OR_BASE_NODES.format(
+            t="k.t", own_node="AND own.node = k.n", base_node="AND b.node = k.n"
+        )
+        rows = await self._raw.fetch(  # a node carried over from a base: its row there (store/graph.py)
+            f"""SELECT k.t AS traversal_id, k.n AS node, x.requires_count, x.done
+               FROM unnest($1::uuid[], $2::bigint[]) AS k(t, n)
+               CROSS JOIN LATERAL (SELECT * FROM ({own_or_base}) n ORDER BY rank LIMIT 1) x""",
             [k[0] for k in keys],
             [k[1] for k in keys],
         )

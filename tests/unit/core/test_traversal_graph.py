@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from services.engine.core.graph import action_graph, leaves, traversal_graph
+from services.engine.core.graph import action_graph, carry_over, leaves, stored_nodes, traversal_graph
 from services.engine.core.model import (
     Action,
     ResourceId,
@@ -94,3 +94,49 @@ def test_a_stack_action_visits_dependencies_first_and_suspend_visits_dependents_
     assert leaves(suspend) == [forward(3)]
     assert suspend[forward(1)].requires == {forward(2)}
     assert suspend[forward(3)].dependents == {forward(2)}
+
+
+def test_a_node_stores_its_dependents_split_into_direct_ones_and_sync_points() -> None:
+    graph = traversal_graph(
+        template_requires={"a": frozenset(), "b": frozenset({"a"}), "c": frozenset({"a", "b"})},
+        current_rows={"a": ResourceId(1), "b": ResourceId(2), "c": ResourceId(3)},
+        existing=[],
+    )
+    stored = stored_nodes(graph)
+    a, b, c = forward(ResourceId(1)), forward(ResourceId(2)), forward(ResourceId(3))
+    assert (stored[a].requires_count, stored[a].direct, stored[a].synced) == (0, (b,), (c,))
+    assert (stored[b].requires_count, stored[b].direct, stored[b].synced) == (1, (), (c,))
+    assert (stored[c].requires_count, stored[c].direct, stored[c].synced) == (2, (), ())
+
+
+def test_an_update_carries_over_the_nodes_whose_rows_would_not_change_and_drops_those_gone() -> None:
+    names = {f"r{i}": ResourceId(i + 1) for i in range(10)}
+    chain = {f"r{i}": frozenset({f"r{i - 1}"}) if i else frozenset() for i in range(10)}
+    before = stored_nodes(traversal_graph(template_requires=chain, current_rows=names, existing=[]))
+    rows = [row(i + 1, f"r{i}", requires=(i,) if i else ()) for i in range(10)]
+    first_update = stored_nodes(traversal_graph(template_requires=chain, current_rows=names, existing=rows))
+    assert carry_over(first_update, before) is None  # every node has a cleanup dependent now: stored whole
+
+    # The next update of the same rows: nothing differs, nothing is written.
+    again = carry_over(first_update, first_update)
+    assert again is not None
+    assert again.own == {}
+    assert again.gone == ()
+
+    # The last resource removed from the template: its forward node is gone, and the
+    # nodes next to it store what changed around them.
+    shorter = {n: r for n, r in chain.items() if n != "r9"}
+    names_left = {n: i for n, i in names.items() if n != "r9"}
+    update = stored_nodes(traversal_graph(template_requires=shorter, current_rows=names_left, existing=rows))
+    carried = carry_over(update, first_update)
+    assert carried is not None
+    assert carried.gone == (forward(ResourceId(10)),)
+    assert set(carried.own) == {forward(ResourceId(9)), cleanup(ResourceId(10))}
+    assert all(update[n] == first_update[n] for n in update if n not in carried.own)
+
+
+def test_a_graph_mostly_different_from_its_base_is_stored_whole() -> None:
+    a = stored_nodes(action_graph([row(1, "a"), row(2, "b", requires=(1,))], reverse=False))
+    b = stored_nodes(action_graph([row(1, "a"), row(2, "b", requires=(1,))], reverse=True))
+    assert carry_over(b, a) is None
+    assert carry_over(b, a, most=1.0) is not None
