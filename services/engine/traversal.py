@@ -25,6 +25,7 @@ import structlog
 
 from services.engine.core.graph import action_graph, leaves, traversal_graph
 from services.engine.core.model import (
+    STACK_ACTIONS,
     Action,
     GraphNode,
     Node,
@@ -93,9 +94,6 @@ async def begin_traversal(
         done = Status.COMPLETE
         await answers.stack_ended(tx, _as(stack, action), done, _done(action), fx, definition=definition)
     return traversal
-
-
-STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME, Action.SNAPSHOT})
 
 
 async def begin_stack_action(
