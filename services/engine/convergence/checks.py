@@ -18,7 +18,7 @@ decided by `core.decide` and acted on:
 - a cleanup node (`check_cleanup`) keeps, deletes, forgets (nothing real,
   or Retain) or lets go of (adopted through `external_id`: the row
   forgotten, a child stack released, never deleted) its row;
-- a node of a check, suspend, resume or snapshot (`check_action`) runs that
+- a node of a check, suspend, resume or snapshot (`core.node_checks.plan_action`) runs that
   action on the resource as it is; in a stack `check`, a resource found
   missing is recorded so (no physical id, so the next update creates it
   again) and does not stop the others.
