@@ -229,7 +229,12 @@ async def fail_or_roll_back(
     target = stack.previous_template_id
     if target is None:
         target = TemplateId(uuid.uuid4())
-        await tx.insert_template(stack.stack_id, TemplateRecord(target, EMPTY_TEMPLATE, {}, {}, {}))
+        await tx.insert_template(
+            stack.stack_id,
+            TemplateRecord(
+                template_id=target, template=EMPTY_TEMPLATE, environment={}, files={}, parameters={}
+            ),
+        )
     definition = await definitions.get(tx, stack, target)
     await begin_traversal(
         tx,

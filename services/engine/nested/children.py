@@ -364,7 +364,13 @@ class Children:
         files: Mapping[str, str],
     ) -> TemplateId:
         template_id = TemplateId(uuid.uuid4())
-        record = TemplateRecord(template_id, template, environment, files, parameters)
+        record = TemplateRecord(
+            template_id=template_id,
+            template=template,
+            environment=environment,
+            files=files,
+            parameters=parameters,
+        )
         await tx.insert_template(child.stack_id, record)
         self._definitions.put(template_id, definition)
         return template_id

@@ -289,7 +289,12 @@ class Operations:
     ) -> TraversalId:
         template_id = TemplateId(uuid.uuid4())
         record = TemplateRecord(
-            template_id, goal.template, goal.environment, goal.files, goal.parameters, goal.source
+            template_id=template_id,
+            template=goal.template,
+            environment=goal.environment,
+            files=goal.files,
+            parameters=goal.parameters,
+            source=goal.source,
         )
         await tx.insert_template(stack.stack_id, record)
         self._definitions.put(template_id, definition)
