@@ -24,7 +24,6 @@ from services.engine.convergence.reaping import reap_orphan
 from services.engine.convergence.replacement import replace
 from services.engine.convergence.shell import Check, Shell, delete_row, update_row
 from services.engine.core.model import Node, ResourceRow, StackRow, forward
-from services.engine.core.node_checks import Replacement
 from services.engine.core.results import Then, asks_still_wanted, decide_result
 from services.engine.effects import Effects
 from services.engine.signals import CONDITION, condition_result
@@ -69,16 +68,9 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
         fresh = await tx.resource(row.resource_id)
         assert fresh is not None
         assert stack.current_template_id is not None
-        replacement = Replacement(
-            type_name=row.type,
-            properties=row.job_properties or {},
-            requires=row.job_requires or frozenset(),
-            deletion_policy=row.deletion_policy,
-            metadata=None,  # the replaced row's
-            why=decision.reason,
-        )
+        assert decision.replacement is not None
         at = Check(shell=shell, tx=tx, stack=stack, traversal=traversal, node=node, row=fresh, fx=fx)
-        await replace(at, replacement)
+        await replace(at, decision.replacement)
     elif decision.then is Then.FAIL_STACK:
         await fail_stack(shell, tx, stack, traversal, decision.reason, fx)
     else:
