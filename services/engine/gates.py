@@ -27,7 +27,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -48,16 +47,13 @@ from services.engine.core.gates import (
 )
 from services.engine.core.model import Action, Node, ResourceRow, StackId, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
-from services.engine.definitions import DefinitionCache
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
-from services.engine.outbox import Outbox
-from services.engine.store import Store
 from services.engine.store.tx import Tx
 from services.engine.template import Environment, ResourceDefinition
 from services.engine.template.environment import HOOKS, UNSUPPORTED_HOOKS
 from shared.errors import ConflictError, InvalidInput
-from shared.plugins import ResourceType
 from shared.protocol import OBSERVE_QUEUE, JobAction, ObserveResource, ResourceObserved
 
 log = structlog.get_logger(__name__)
@@ -73,18 +69,11 @@ class HookNotSet(InvalidInput):
 
 
 class Gates:
-    def __init__(
-        self,
-        *,
-        store: Store,
-        outbox: Outbox,
-        definitions: DefinitionCache,
-        types: Mapping[str, type[ResourceType]],
-    ) -> None:
-        self._store = store
-        self._outbox = outbox
-        self._definitions = definitions
-        self._types = types
+    def __init__(self, deps: EngineDeps) -> None:
+        self._store = deps.store
+        self._outbox = deps.outbox
+        self._definitions = deps.definitions
+        self._types = deps.types
         self._converging: OrderedDict[TraversalId, bool] = OrderedDict()
 
     # -- in a check -------------------------------------------------------------

@@ -21,10 +21,8 @@ import structlog
 
 from services.engine.core.healing import HealDecision, HealKind, HealPolicy, HealState, SeenDrift, decide_heal
 from services.engine.core.model import Action, ResourceId, StackId
-from services.engine.definitions import DefinitionCache
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
-from services.engine.outbox import Outbox
-from services.engine.store import Store
 from services.engine.store.observing import ClosedRound
 from services.engine.store.tx import Tx
 from services.engine.traversal import begin_traversal
@@ -34,12 +32,10 @@ log = structlog.get_logger(__name__)
 
 
 class Healing:
-    def __init__(
-        self, *, store: Store, outbox: Outbox, definitions: DefinitionCache, policy: HealPolicy
-    ) -> None:
-        self._store = store
-        self._outbox = outbox
-        self._definitions = definitions
+    def __init__(self, deps: EngineDeps, *, policy: HealPolicy) -> None:
+        self._store = deps.store
+        self._outbox = deps.outbox
+        self._definitions = deps.definitions
         self._policy = policy
 
     async def close_due_rounds(self) -> int:

@@ -34,16 +34,21 @@ from typing import Any
 import structlog
 
 from services.engine.core.drift import Drift, DriftKind, find_drift, heal_marks, missing_marks
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId, forward
-from services.engine.definitions import DefinitionCache
+from services.engine.core.model import (
+    STACK_ACTIONS,
+    Action,
+    ResourceRow,
+    StackId,
+    StackRow,
+    Status,
+    TraversalId,
+    forward,
+)
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
-from services.engine.outbox import Outbox
-from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.traversal import STACK_ACTIONS
 from shared.errors import ConflictError, InvalidInput, NotFound
-from shared.plugins import ResourceType
 from shared.protocol import OBSERVE_QUEUE, JobAction, ObserveResource, ResourceChanged, ResourceObserved
 
 log = structlog.get_logger(__name__)
@@ -79,18 +84,11 @@ def observe_settings(body: Any) -> tuple[float, bool]:
 
 
 class Observing:
-    def __init__(
-        self,
-        *,
-        store: Store,
-        outbox: Outbox,
-        definitions: DefinitionCache,
-        types: Mapping[str, type[ResourceType]],
-    ) -> None:
-        self._store = store
-        self._outbox = outbox
-        self._definitions = definitions
-        self._types = types
+    def __init__(self, deps: EngineDeps) -> None:
+        self._store = deps.store
+        self._outbox = deps.outbox
+        self._definitions = deps.definitions
+        self._types = deps.types
 
     # -- control --------------------------------------------------------------
 

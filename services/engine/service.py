@@ -49,11 +49,10 @@ from services.engine.conflicts import retry_conflicts
 from services.engine.convergence import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
-from services.engine.definitions import DefinitionCache
 from services.engine.deployments import DEFAULT_API_URL
+from services.engine.deps import EngineDeps
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
-from services.engine.nested.answer import Answers
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
 from services.engine.operations import Operations
@@ -140,22 +139,9 @@ class EngineService:
         self.types = types
         self.limits = limits
         self.templates = templates
-        self.definitions = definitions = DefinitionCache(types=types, limits=limits, templates=templates)
-        self.queries = Queries(pool)
-        self.operations = Operations(
+        self.deps = deps = EngineDeps.build(
             store=self.store,
             outbox=self.outbox,
-            definitions=definitions,
-            types=types,
-            limits=limits,
-            quotas=quotas,
-            templates=templates,
-            constraints=constraints,
-        )
-        self.convergence = Convergence(
-            store=self.store,
-            outbox=self.outbox,
-            definitions=definitions,
             types=types,
             limits=limits,
             quotas=quotas,
@@ -164,12 +150,16 @@ class EngineService:
             config_bytes=api_limits.config_bytes,
             api_url=public_api_url,
         )
+        self.definitions = deps.definitions
+        self.queries = Queries(pool)
+        self.operations = Operations(deps)
+        self.convergence = Convergence(deps)
         self._batch_policy = tuning.batches
         self._batches: Batches[CheckResource | JobResult] = Batches(
             self.convergence.handle_batch, tuning.batches, registry=registry
         )
-        self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
-        self.healing = Healing(store=self.store, outbox=self.outbox, definitions=definitions, policy=heal)
+        self.observing = Observing(deps)
+        self.healing = Healing(deps, policy=heal)
         self.recovery = Recovery(
             store=self.store,
             outbox=self.outbox,
@@ -251,7 +241,7 @@ class EngineService:
                 store=self.store,
                 outbox=self.outbox,
                 operations=self.operations,
-                answers=Answers(definitions=self.definitions, types=self.types, templates=self.templates),
+                answers=self.deps.answers,
                 types=self.types,
                 per_stack=self._api_limits.snapshots_per_stack,
             ),

@@ -25,6 +25,7 @@ import structlog
 
 from services.engine.core.graph import action_graph, leaves, traversal_graph
 from services.engine.core.model import (
+    STACK_ACTIONS,
     Action,
     GraphNode,
     Node,
@@ -93,9 +94,6 @@ async def begin_traversal(
         done = Status.COMPLETE
         await answers.stack_ended(tx, _as(stack, action), done, _done(action), fx, definition=definition)
     return traversal
-
-
-STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME, Action.SNAPSHOT})
 
 
 async def begin_stack_action(
@@ -232,7 +230,12 @@ async def fail_or_roll_back(
     target = stack.previous_template_id
     if target is None:
         target = TemplateId(uuid.uuid4())
-        await tx.insert_template(stack.stack_id, TemplateRecord(target, EMPTY_TEMPLATE, {}, {}, {}))
+        await tx.insert_template(
+            stack.stack_id,
+            TemplateRecord(
+                template_id=target, template=EMPTY_TEMPLATE, environment={}, files={}, parameters={}
+            ),
+        )
     definition = await definitions.get(tx, stack, target)
     await begin_traversal(
         tx,

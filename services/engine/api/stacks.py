@@ -374,20 +374,20 @@ def preview_stack(project: str, name: str, disable_rollback: bool, timeout_mins:
 def preview_view(stack: StackRow, tags: list[str]) -> StackView:
     now = datetime.now(UTC)
     return StackView(
-        stack.stack_id,
-        stack.project_id,
-        stack.name,
-        "INIT",
-        "COMPLETE",
-        "",
-        None,
-        None,
-        stack.disable_rollback,
-        stack.timeout_mins,
-        tuple(tags),
-        now,
-        None,
-        None,
+        stack_id=stack.stack_id,
+        project_id=stack.project_id,
+        name=stack.name,
+        action="INIT",
+        status="COMPLETE",
+        status_reason="",
+        current_template_id=None,
+        previous_template_id=None,
+        disable_rollback=stack.disable_rollback,
+        timeout_mins=stack.timeout_mins,
+        tags=tuple(tags),
+        created_at=now,
+        updated_at=None,
+        deleted_at=None,
     )
 
 

@@ -18,13 +18,16 @@ decided by `core.decide` and acted on:
 - a cleanup node (`check_cleanup`) keeps, deletes, forgets (nothing real,
   or Retain) or lets go of (adopted through `external_id`: the row
   forgotten, a child stack released, never deleted) its row;
-- a node of a check, suspend, resume or snapshot (`check_action`) runs that
+- a node of a check, suspend, resume or snapshot (`core.node_checks.plan_action`) runs that
   action on the resource as it is; in a stack `check`, a resource found
   missing is recorded so (no physical id, so the next update creates it
   again) and does not stop the others.
 
-Jobs are issued through `issuing`; a node finished without a job goes to
-`propagation.node_done`.
+What each branch does is decided by `core.node_checks` (whether the check
+goes on, and a `NodeOutcome` for each kind of node) after the shell read what
+it needs; `carry_out` writes the outcome: the row, the event, then the node
+done (`propagation.node_done`), a job issued (`issuing`), a replacement
+(`replacement`) or the stack failed.
 """
 
 from __future__ import annotations
@@ -32,31 +35,28 @@ from __future__ import annotations
 import structlog
 
 from services.engine.convergence.issuing import issue
-from services.engine.convergence.propagation import fail, fail_stack, node_done
+from services.engine.convergence.propagation import fail_stack, node_done
 from services.engine.convergence.replacement import replace
-from services.engine.convergence.shell import Shell, delete_row, update_row
-from services.engine.core.decide import (
-    Cleanup,
-    Forward,
-    decide_cleanup,
-    decide_forward,
-    failure_reason,
-    restricted_action,
-    restricted_failure,
-    restricted_reason,
-)
-from services.engine.core.drift import missing_marks
-from services.engine.core.model import (
-    Action,
-    Node,
-    ResourceRow,
-    StackId,
-    StackRow,
-    Status,
-    TraversalId,
-    is_forward,
-)
+from services.engine.convergence.shell import Check, Shell, delete_row, update_row
+from services.engine.core.decide import Cleanup, Forward, decide_cleanup, decide_forward, restricted_action
+from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
+from services.engine.core.node_checks import (
+    ForwardGoal,
+    NodeKind,
+    NodeOutcome,
+    Then,
+    adopted_id,
+    kind_of,
+    moved_by_its_job,
+    plan_action,
+    plan_cleanup,
+    plan_forward,
+    superseded,
+    unresolved,
+    waiting_on,
+    waits_for_job,
+)
 from services.engine.deployments import preempted
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
@@ -66,9 +66,7 @@ from services.engine.resolving import Resolved
 from services.engine.snapshotting import takes_snapshots
 from services.engine.store.tx import Tx
 from services.engine.template import ResolutionError
-from services.engine.traversal import STACK_ACTIONS
 from shared.errors import ConflictError
-from shared.protocol import JobAction
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +74,7 @@ log = structlog.get_logger(__name__)
 async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved: Resolved) -> None:
     stack = await tx.stack(StackId(msg.stack_id))
     traversal = TraversalId(msg.traversal_id)
-    if stack is None or stack.current_traversal != traversal:
+    if stack is None or superseded(stack, traversal):
         log.debug("check_superseded", node=msg.node)
         return
     node = Node(msg.node)
@@ -88,58 +86,53 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
         await node_done(tx, stack, traversal, node, fx)
         return
     if moved_by_its_job(row, traversal, node):
+        log.debug("check_duplicate", node=node, job_id=row.current_job, replaced_by=row.replaced_by)
         return
-    if row.current_job is not None and not is_nested(row.type) and not preempted(stack, row):
-        # An older traversal's job is still running on this row: wait for its outcome.
-        # (A nested job is not waited for: the new job preempts the child's operation;
-        # nor is a deployment waiting for its server's signal, by a delete or rollback.)
+    if waits_for_job(row, preempted=preempted(stack, row)):
         # The stack is read again after the row: had a newer update committed (and its
         # check registered on this row) since the stack was first read, this older
         # check must not take the row's one waiting slot from it.
-        fresh = await tx.stack(stack.stack_id)
-        if fresh is None or fresh.current_traversal != traversal:
+        if superseded(await tx.stack(stack.stack_id), traversal):
             log.debug("check_superseded", node=msg.node)
             return
-        if not await tx.update_resource(row, waiting_traversal=traversal, waiting_node=node):
+        if not await tx.update_resource(row, **waiting_on(traversal, node)):
             raise ConflictError(f"resource {row.resource_id} changed while checking")
         log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
         return
-    if stack.action in STACK_ACTIONS:
-        await check_action(shell, tx, stack, traversal, node, row, fx)
-    elif is_forward(node):
-        await check_forward(shell, tx, stack, traversal, node, row, fx, resolved)
+    at = Check(shell=shell, tx=tx, stack=stack, traversal=traversal, node=node, row=row, fx=fx)
+    kind = kind_of(stack, node)
+    if kind is NodeKind.ACTION:
+        takes_snapshot = takes_snapshots(shell.deps.types.get(row.type))
+        await carry_out(at, plan_action(stack, traversal, row, takes_snapshot=takes_snapshot))
+    elif kind is NodeKind.FORWARD:
+        await check_forward(at, resolved)
     else:
-        await check_cleanup(shell, tx, stack, traversal, node, row, fx)
+        await check_cleanup(at)
 
 
-async def check_forward(
-    shell: Shell,
-    tx: Tx,
-    stack: StackRow,
-    traversal: TraversalId,
-    node: Node,
-    row: ResourceRow,
-    fx: Effects,
-    resolved: Resolved,
-) -> None:
-    assert stack.current_template_id is not None
-    definition = await shell.definitions.get(tx, stack, stack.current_template_id)
+async def check_forward(at: Check, resolved: Resolved) -> None:
+    """Read the goal and resolve its values, pass the gates, claim an adopted nested
+    stack; `core.node_checks.plan_forward` decides the rest."""
+    shell, tx, stack, row = at.shell, at.tx, at.stack, at.row
+    deps = shell.deps
+    template_id = stack.current_template_id
+    assert template_id is not None
+    definition = await deps.definitions.get(tx, stack, template_id)
     goal = definition.resources[row.name]
     nested = is_nested(goal.type)
-    cls = shell.types.get(goal.type)
+    cls = deps.types.get(goal.type)
     needed = await tx.current_resources(stack.stack_id, goal.requires)
-    data = {n: reference_data(r, shell.types) for n, r in needed.items() if n in goal.references}
+    data = {n: reference_data(r, deps.types) for n, r in needed.items() if n in goal.references}
     requires = frozenset(r.resource_id for r in needed.values())
     try:
         properties, metadata = await resolved.goal_values(
-            shell.templates, definition, row.name, data, stack.current_template_id
+            deps.templates, definition, row.name, data, template_id
         )
     except ResolutionError as exc:
-        failed = Action.UPDATE if row.exists else Action.CREATE
-        await fail(shell, tx, stack, traversal, row, failed, str(exc), fx)
+        await carry_out(at, unresolved(row, str(exc)))
         return
     if nested:
-        record = await tx.template(stack.current_template_id)
+        record = await tx.template(template_id)
         assert record is not None
         facade = facade_of(metadata, goal.deletion_policy.value, goal.update_policy)
         properties = with_digest(properties, goal_digest(record.environment, record.files, facade))
@@ -151,153 +144,65 @@ async def check_forward(
         external_id=goal.external_id,
         nested=nested,
         replaced_on_update=cls is not None and cls.replaced_on_update,
-        goal_template_id=stack.current_template_id,
+        goal_template_id=template_id,
     )
     log.debug("check", resource=row.name, decision=decision.kind.value, why=decision.why or None)
-    gates = (tx, stack, traversal, node, row, goal, decision.kind, definition.environment, fx)
+    gates = (tx, stack, at.traversal, at.node, row, goal, decision.kind, definition.environment, at.fx)
     if not await shell.gates.before_forward(*gates):
         return  # paused at a hook, or observing first: what opens the gate checks again
     restricted = restricted_action(decision.kind, definition.environment.restricted_actions_for(row.name))
-    if restricted is not None:
-        # Heat: the resource keeps its state; its event and the stack say why.
+    if restricted is not None:  # Heat: the resource keeps its state; its event and the stack say why
         log.info("action_restricted", resource=row.name, action=restricted)
-        reason = restricted_reason(restricted)
-        fx.event(stack.stack_id, row.name, row.physical_id, row.type, "UPDATE", "FAILED", reason)
-        await fail_stack(shell, tx, stack, traversal, restricted_failure(row.name, restricted), fx)
-        return
-    adopt = {
-        "template_id": stack.current_template_id,
-        "deletion_policy": goal.deletion_policy.value,
-        "metadata": metadata,  # stored with the row's other changes, never on its own
-    }
-    if decision.kind is Forward.NOTHING:
-        await update_row(tx, row, requires=requires, **adopt)
-        await node_done(tx, stack, traversal, node, fx)
-    elif decision.kind is Forward.ADOPT:
-        external = not row.exists  # an external_id; else adopt_stack_data set the physical id
-        physical_id = goal.external_id if external else row.physical_id
-        refusal = (
-            await take_over(
-                tx,
-                stack,
-                row,
-                physical_id,
-                external=external,
-                max_depth=shell.limits.max_nested_depth,
-                quotas=shell.quotas,
-            )
-            if nested
-            else None
+    refusal = None
+    if restricted is None and decision.kind is Forward.ADOPT and nested:
+        physical_id, external = adopted_id(row, goal.external_id)
+        limit = deps.limits.max_nested_depth
+        refusal = await take_over(
+            tx, stack, row, physical_id, external=external, max_depth=limit, quotas=deps.quotas
         )
-        if refusal is not None:
-            await fail(shell, tx, stack, traversal, row, Action.ADOPT, refusal, fx)
-            return
-        await update_row(
-            tx,
-            row,
-            physical_id=physical_id,
-            action=Action.ADOPT,
-            status=Status.COMPLETE,
-            status_reason="",
-            properties=properties,
-            requires=requires,
-            external=external,
-            **adopt,
-        )
-        fx.event(stack.stack_id, row.name, physical_id, goal.type, "ADOPT", "COMPLETE", "adopted")
-        await node_done(tx, stack, traversal, node, fx)
-    elif decision.kind is Forward.REPLACE:
-        await replace(
-            shell,
-            tx,
-            stack,
-            traversal,
-            node,
-            row,
-            goal.type,
-            properties,
-            requires,
-            adopt,
-            fx,
-            why=decision.why,
-        )
-    else:
-        action = JobAction.CREATE if decision.kind is Forward.CREATE else JobAction.UPDATE
-        # The template is adopted when the action succeeds (see `results`), not now.
-        await issue(
-            shell,
-            tx,
-            stack,
-            traversal,
-            node,
-            row,
-            action,
-            properties,
-            requires,
-            fx,
-            type=goal.type,
-            deletion_policy=adopt["deletion_policy"],
-            metadata=metadata,
-        )
+    wanted = ForwardGoal(
+        type_name=goal.type,
+        deletion_policy=goal.deletion_policy.value,
+        external_id=goal.external_id,
+        template_id=template_id,
+        properties=properties,
+        requires=requires,
+        metadata=metadata,
+    )
+    await carry_out(at, plan_forward(row, decision, wanted, restricted=restricted, refusal=refusal))
 
 
-async def check_action(
-    shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
-) -> None:
-    """A node of a check, suspend or resume: run that action on the resource as it is."""
-    if not row.exists:
-        if stack.action is Action.CHECK:  # a failed check does not stop its dependents' checks
-            reason = failure_reason(Action.CHECK, "the resource does not exist")
-            await update_row(tx, row, **missing_marks(reason), traversal_id=traversal)
-            fx.event(stack.stack_id, row.name, None, row.type, "CHECK", "FAILED", reason)
-        await node_done(tx, stack, traversal, node, fx)
-        return
-    action = JobAction(stack.action.value.lower())
-    if action is JobAction.SNAPSHOT and not takes_snapshots(shell.types.get(row.type)):
-        await node_done(tx, stack, traversal, node, fx)  # its document entry is the snapshot
-        return
-    properties = row.properties or {}
-    changes = {"job_template_id": row.template_id}
-    await issue(shell, tx, stack, traversal, node, row, action, properties, row.requires, fx, **changes)
-
-
-async def check_cleanup(
-    shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, row: ResourceRow, fx: Effects
-) -> None:
-    decision = decide_cleanup(row, current_template_id=stack.current_template_id)
+async def check_cleanup(at: Check) -> None:
+    """Pass the pre-delete gate and let go of an adopted nested stack;
+    `core.node_checks.plan_cleanup` decides the rest."""
+    row = at.row
+    decision = decide_cleanup(row, current_template_id=at.stack.current_template_id)
     log.debug("cleanup", resource=row.name, resource_id=row.resource_id, decision=decision.value)
-    if not await shell.gates.before_cleanup(tx, stack, traversal, node, row, decision, fx):
+    gate = (at.tx, at.stack, at.traversal, at.node, row, decision, at.fx)
+    if not await at.shell.gates.before_cleanup(*gate):
         return  # paused at a pre-delete hook until it is cleared
-    if decision is Cleanup.KEEP:
-        await node_done(tx, stack, traversal, node, fx)
-    elif decision is Cleanup.LET_GO:
-        released = is_nested(row.type) and await release(tx, stack, row)
+    released = decision is Cleanup.LET_GO and is_nested(row.type) and await release(at.tx, at.stack, row)
+    await carry_out(at, plan_cleanup(row, decision, released=released))
+
+
+async def carry_out(at: Check, outcome: NodeOutcome) -> None:
+    """Write what `core.node_checks` decided for the checked node: the row (compare-and-swap)
+    or its deletion, the resource's event, then what follows."""
+    tx, stack, row, fx = at.tx, at.stack, at.row, at.fx
+    if outcome.delete:
         await delete_row(tx, row)
-        what = "its nested stack is a top-level stack again" if released else "it is left as it is"
-        reason = f"Let go (adopted through external_id, not managed by this stack): {what}"
-        fx.event(stack.stack_id, row.name, row.physical_id, row.type, "DELETE", "COMPLETE", reason)
-        await node_done(tx, stack, traversal, node, fx)
-    elif decision is Cleanup.FORGET:
-        await delete_row(tx, row)
-        if row.exists:
-            reason = "Retained (deletion_policy: Retain)"
-            fx.event(stack.stack_id, row.name, row.physical_id, row.type, "DELETE", "COMPLETE", reason)
-        await node_done(tx, stack, traversal, node, fx)
+    elif outcome.changes:
+        await update_row(tx, row, **outcome.changes)
+    if outcome.event is not None:
+        e = outcome.event
+        fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)
+    if outcome.then is Then.NODE_DONE:
+        await node_done(tx, stack, at.traversal, at.node, fx)
+    elif outcome.then is Then.ISSUE:
+        assert outcome.job is not None
+        await issue(at, outcome.job)
+    elif outcome.then is Then.REPLACE:
+        assert outcome.replacement is not None
+        await replace(at, outcome.replacement)
     else:
-        properties = row.properties or {}
-        await issue(shell, tx, stack, traversal, node, row, JobAction.DELETE, properties, row.requires, fx)
-
-
-def moved_by_its_job(row: ResourceRow, traversal: TraversalId, node: Node) -> bool:
-    """Whether a check of `node` is a duplicate (a redelivery under another message id,
-    or one sent again by recovery) that must do nothing: the node's own job is in
-    flight on the row, or the node replaced the row already (only a forward node can,
-    within its traversal) and the replacement's job finishes it. Checking again would
-    send a second job, or make a second replacement."""
-    if row.current_job is not None and row.traversal_id == traversal and row.job_node == node:
-        log.debug("check_duplicate", node=node, job_id=row.current_job)
-        return True
-    if is_forward(node) and row.replaced_by is not None:
-        log.debug("check_duplicate", node=node, replaced_by=row.replaced_by)
-        return True
-    return False
+        await fail_stack(at.shell, tx, stack, at.traversal, outcome.reason, fx)

@@ -22,31 +22,23 @@ their `timeout_mins`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import structlog
 
-from services.engine.configs import DEFAULT_CONFIG_BYTES
 from services.engine.convergence import checks, propagation, results
 from services.engine.convergence.shell import Shell
 from services.engine.core.model import Node, StackId, TraversalId
-from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
-from services.engine.definitions import DefinitionCache
-from services.engine.deployments import DEFAULT_API_URL
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.messages import CheckResource
-from services.engine.nested.answer import Answers, cancel_children
+from services.engine.nested.answer import cancel_children
 from services.engine.nested.children import Children
 from services.engine.nested.messages import CancelNested, NestedStackJob
-from services.engine.outbox import Outbox
 from services.engine.resolving import Resolved, ValuesNeeded
-from services.engine.store import Store
-from services.engine.template import DEFAULT_CONSTRAINTS, DEFAULT_LIMITS, CustomConstraints, TemplateLimits
-from services.engine.template_pool import INLINE, TemplateRunner
 from shared.bus import Delivery
 from shared.messages import Message
-from shared.plugins import ResourceType
 from shared.protocol import JobResult
 
 log = structlog.get_logger(__name__)
@@ -55,46 +47,11 @@ log = structlog.get_logger(__name__)
 class Convergence:
     """The engine's convergence shell: what the service calls for engine messages."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        outbox: Outbox,
-        definitions: DefinitionCache,
-        types: Mapping[str, type[ResourceType]],
-        limits: TemplateLimits = DEFAULT_LIMITS,
-        quotas: Quotas = DEFAULT_QUOTAS,
-        templates: TemplateRunner = INLINE,
-        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
-        config_bytes: int = DEFAULT_CONFIG_BYTES,
-        api_url: str = DEFAULT_API_URL,
-    ) -> None:
-        answers = Answers(definitions=definitions, types=types, templates=templates)
+    def __init__(self, deps: EngineDeps) -> None:
         # Hooks and converge's observations, between a node's decision and its action.
-        self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
-        self.children = Children(
-            definitions=definitions,
-            types=types,
-            answers=answers,
-            limits=limits,
-            quotas=quotas,
-            templates=templates,
-            constraints=constraints,
-        )
-        self._shell = Shell(
-            store=store,
-            outbox=outbox,
-            definitions=definitions,
-            types=types,
-            limits=limits,
-            quotas=quotas,
-            templates=templates,
-            config_bytes=config_bytes,
-            answers=answers,
-            gates=self.gates,
-            children=self.children,
-            api_url=api_url,
-        )
+        self.gates = Gates(deps)
+        self.children = Children(deps)  # nested stack jobs: a child stack's operation
+        self._shell = Shell(deps=deps, gates=self.gates, children=self.children)
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         context = _context(message)
@@ -105,7 +62,7 @@ class Convergence:
                     await self._handle_once(message, resolved)
                     return
                 except ValuesNeeded as need:  # rolled back: resolve off the loop, then again
-                    await resolved.resolve(self._shell.templates, need)
+                    await resolved.resolve(self._shell.deps.templates, need)
 
     async def handle_batch(self, messages: Sequence[CheckResource | JobResult]) -> None:
         """Handle node checks and job results together: one transaction (claimed in one
@@ -115,7 +72,7 @@ class Convergence:
         nothing committed: the caller then handles each message alone (`handle`)."""
         shell = self._shell
         effects = Effects()
-        async with shell.store.transaction() as tx:
+        async with shell.deps.store.transaction() as tx:
             fresh = await tx.claim_messages([m.id for m in messages])
             todo = [m for m in messages if m.id in fresh]
             node_checks = [m for m in todo if isinstance(m, CheckResource)]
@@ -136,12 +93,12 @@ class Convergence:
                         await results.result(shell, tx, message, effects)
             await propagation.settle(shell, tx, effects)
             ids = await effects.commit(tx)
-        await shell.outbox.publish(ids, effects.messages)
+        await shell.deps.outbox.publish(ids, effects.messages)
 
     async def _handle_once(self, message: Message, resolved: Resolved) -> None:
         shell = self._shell
         effects = Effects()
-        async with shell.store.transaction() as tx:
+        async with shell.deps.store.transaction() as tx:
             if not await tx.claim_message(message.id):
                 log.debug("duplicate_message", message_id=message.id)
                 return
@@ -155,13 +112,13 @@ class Convergence:
                 await shell.children.cancel(tx, message, effects)
             await propagation.settle(shell, tx, effects)
             ids = await effects.commit(tx)
-        await shell.outbox.publish(ids, effects.messages)
+        await shell.deps.outbox.publish(ids, effects.messages)
 
     async def expire_overdue(self, *, now: float) -> int:
         """Fail (and roll back, where enabled) operations past their timeout_mins."""
         shell = self._shell
         effects = Effects()
-        async with shell.store.transaction() as tx:
+        async with shell.deps.store.transaction() as tx:
             overdue = await tx.overdue_stacks(now)
             for stack in overdue:
                 assert stack.current_traversal is not None
@@ -173,7 +130,7 @@ class Convergence:
                 await tx.disown_jobs(stack.stack_id, stack.current_traversal, "Resource timed out")
                 await propagation.fail_stack(shell, tx, stack, stack.current_traversal, reason, effects)
             ids = await effects.commit(tx)
-        await shell.outbox.publish(ids, effects.messages)
+        await shell.deps.outbox.publish(ids, effects.messages)
         return len(overdue)
 
 

@@ -2,87 +2,59 @@
 
 Where it sits: a node check (`checks`) or a replacement (`replacement`) that
 decided to create, update, delete or run a stack action on a resource calls
-`issue`: the row takes the job (compare-and-swap: its id, its node, what it
-applies), and the job goes where it runs: a nested stack's to the engine
-queue (an operation of the child stack, `nested.children`), a config
-resource's is run here (`configs`: the engine stores the config), every
-other to the workers. `job_in_flight` is the job on a row again, as an
+`issue` with the node's `Check` and the `core.node_checks.JobOrder` decided:
+the row takes the job (compare-and-swap: its id, its node, what it applies,
+as `core.node_checks.issued` says), and the job goes where it runs: a nested
+stack's to the engine queue (an operation of the child stack,
+`nested.children`), a config resource's is run here (`configs`: the engine
+stores the config), every other to the workers. `job_in_flight` is the job on a row again, as an
 observer needs it when the job reported IN_PROGRESS (`results`).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import Any
 
 from services.engine.configs import is_config_type, run_config_job
-from services.engine.convergence.shell import Shell, update_row
-from services.engine.core.model import Action, Node, ResourceId, ResourceRow, StackRow, Status, TraversalId
+from services.engine.convergence.shell import Check, update_row
+from services.engine.core.model import ResourceRow, StackRow
 from services.engine.core.nesting import is_nested
-from services.engine.effects import Effects
+from services.engine.core.node_checks import JobOrder, issued
 from services.engine.jobs import job_for
 from services.engine.nested.messages import NestedStackJob
-from services.engine.store.tx import Tx
 from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, JobAction, ResourceJob
 
 
-async def issue(
-    shell: Shell,
-    tx: Tx,
-    stack: StackRow,
-    traversal: TraversalId,
-    node: Node,
-    row: ResourceRow,
-    action: JobAction,
-    properties: Mapping[str, Any],
-    requires: frozenset[ResourceId],
-    fx: Effects,
-    **row_changes: Any,
-) -> None:
-    """Record the job on the row (compare-and-swap, with any `row_changes`) and queue
-    it, in one transaction."""
+async def issue(at: Check, order: JobOrder) -> None:
+    """Record the job on the checked row (compare-and-swap, with the order's own row
+    changes) and queue it, in one transaction."""
+    stack, row, fx = at.stack, at.row, at.fx
     job_id = uuid.uuid4().hex
-    type_name = row_changes.get("type", row.type)
+    issuing = issued(stack, at.traversal, at.node, row, order, job_id)
+    type_name = issuing.type_name
     job = job_for(
         stack,
         row,
         job_id=job_id,
-        traversal=traversal,
-        action=action,
+        traversal=at.traversal,
+        action=order.action,
         type_name=type_name,
         physical_id=row.physical_id,
-        properties=properties,
+        properties=order.properties,
         previous=row.properties,
     )
-    heat_action = Action(action.value.upper())
-    await update_row(
-        tx,
-        row,
-        **{
-            "action": heat_action,
-            "status": Status.IN_PROGRESS,
-            "status_reason": "",
-            "current_job": job_id,
-            "job_node": node,
-            "job_properties": dict(properties),
-            "job_requires": requires,
-            "job_template_id": stack.current_template_id,
-            "traversal_id": traversal,
-            **row_changes,
-        },
-    )
-    fx.event(
-        stack.stack_id, row.name, row.physical_id, type_name, heat_action, "IN_PROGRESS", "state changed"
-    )
+    await update_row(at.tx, row, **issuing.changes)
+    e = issuing.event
+    fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)
     if is_nested(type_name):  # run by an engine, as an operation of the child stack
         nested = NestedStackJob(
-            job_id=job_id, stack_id=stack.stack_id, resource_id=row.resource_id, action=action
+            job_id=job_id, stack_id=stack.stack_id, resource_id=row.resource_id, action=order.action
         )
         fx.emit(ENGINE_QUEUE, nested)
     elif is_config_type(type_name):  # the engine stores the config, in this transaction
+        deps = at.shell.deps
         result = await run_config_job(
-            tx, job, shell.types, max_bytes=shell.config_bytes, api_url=shell.api_url
+            at.tx, job, deps.types, max_bytes=deps.config_bytes, api_url=deps.api_url
         )
         if result is not None:  # None: a deployment waits for its server's signal
             fx.emit(ENGINE_QUEUE, result)

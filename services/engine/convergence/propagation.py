@@ -6,18 +6,19 @@ checked at once; the sync points it fed and the sinks it ended are gathered
 in `Effects.finished` and settled once, last before the commit (`settle`,
 called by `handling`): the sync points they made ready are triggered, and a
 traversal whose last sinks they were ends (`traversal_done`: the stack
-COMPLETE, or CHECK_FAILED naming what a stack check found). A failure that
-stops the operation goes through `fail_stack` (`traversal.fail_or_roll_back`:
-FAILED, or a rollback).
+COMPLETE, or CHECK_FAILED naming what a stack check found, as
+`core.node_checks.traversal_end` decides). A failure that stops the operation
+goes through `fail_stack` (`traversal.fail_or_roll_back`: FAILED, or a
+rollback).
 """
 
 from __future__ import annotations
 
 import structlog
 
-from services.engine.convergence.shell import Shell, update_row
-from services.engine.core.decide import check_failure_reason, failure_reason
-from services.engine.core.model import Action, Node, ResourceRow, StackRow, Status, TraversalId, resource_of
+from services.engine.convergence.shell import Shell
+from services.engine.core.model import Action, Node, StackRow, Status, TraversalId, resource_of
+from services.engine.core.node_checks import traversal_end
 from services.engine.effects import Effects, Finished
 from services.engine.store.tx import Tx
 from services.engine.traversal import fail_or_roll_back
@@ -58,41 +59,22 @@ async def settle(shell: Shell, tx: Tx, fx: Effects) -> None:
 
 async def traversal_done(shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, fx: Effects) -> None:
     """The last sink of `traversal` is done: the stack's operation is COMPLETE (a
-    stack check that found failures fails instead, naming them)."""
+    stack check that found failures fails instead, naming them: `core.node_checks.traversal_end`)."""
     action = stack.action
     failed = await tx.failed_checks(stack.stack_id, traversal) if action is Action.CHECK else []
-    if failed:
-        await fail_stack(shell, tx, stack, traversal, check_failure_reason(failed), fx)
+    end = traversal_end(stack, failed)
+    if end.status is Status.FAILED:
+        await fail_stack(shell, tx, stack, traversal, end.reason, fx)
         return
-    deleted = action is Action.DELETE
-    reason = f"Stack {action.value} completed successfully"
-    if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, reason, deleted=deleted):
-        fx.stack_event(stack, action.value, "COMPLETE", reason)
+    if await tx.set_stack_status(stack.stack_id, traversal, Status.COMPLETE, end.reason, deleted=end.deleted):
+        fx.stack_event(stack, action.value, "COMPLETE", end.reason)
         log.info("stack_complete", stack=stack.name, action=action.value)
-        await shell.answers.stack_ended(tx, stack, Status.COMPLETE, reason, fx)
-
-
-async def fail(
-    shell: Shell,
-    tx: Tx,
-    stack: StackRow,
-    traversal: TraversalId,
-    row: ResourceRow,
-    action: Action,
-    detail: str,
-    fx: Effects,
-) -> None:
-    """`row`'s `action` failed before any job ran (`detail` says why): the row and
-    the stack are FAILED (or the stack rolls back)."""
-    reason = failure_reason(action, detail)
-    await update_row(tx, row, action=action, status=Status.FAILED, status_reason=reason)
-    fx.event(stack.stack_id, row.name, row.physical_id, row.type, action.value, "FAILED", reason)
-    await fail_stack(shell, tx, stack, traversal, reason, fx)
+        await shell.deps.answers.stack_ended(tx, stack, Status.COMPLETE, end.reason, fx)
 
 
 async def fail_stack(
     shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
 ) -> None:
     await fail_or_roll_back(
-        tx, stack, traversal, reason, fx, definitions=shell.definitions, answers=shell.answers
+        tx, stack, traversal, reason, fx, definitions=shell.deps.definitions, answers=shell.deps.answers
     )

@@ -22,7 +22,7 @@ from services.engine.convergence.issuing import job_in_flight
 from services.engine.convergence.propagation import fail_stack, node_done
 from services.engine.convergence.reaping import reap_orphan
 from services.engine.convergence.replacement import replace
-from services.engine.convergence.shell import Shell, delete_row, update_row
+from services.engine.convergence.shell import Check, Shell, delete_row, update_row
 from services.engine.core.model import Node, ResourceRow, StackRow, forward
 from services.engine.core.results import Then, asks_still_wanted, decide_result
 from services.engine.effects import Effects
@@ -68,12 +68,9 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
         fresh = await tx.resource(row.resource_id)
         assert fresh is not None
         assert stack.current_template_id is not None
-        properties, requires = row.job_properties or {}, row.job_requires or frozenset()
-        adopt = {"deletion_policy": row.deletion_policy}
-        why = decision.reason
-        await replace(
-            shell, tx, stack, traversal, node, fresh, row.type, properties, requires, adopt, fx, why=why
-        )
+        assert decision.replacement is not None
+        at = Check(shell=shell, tx=tx, stack=stack, traversal=traversal, node=node, row=fresh, fx=fx)
+        await replace(at, decision.replacement)
     elif decision.then is Then.FAIL_STACK:
         await fail_stack(shell, tx, stack, traversal, decision.reason, fx)
     else:

@@ -1,50 +1,51 @@
-"""What every part of the convergence shell is handed, and its two row writes.
+"""What every part of the convergence shell is handed, a check's context, and two row writes.
 
 Where it sits: `handling.Convergence` builds one `Shell` from the engine's
-dependencies (store, outbox, definitions, plugin types, limits, the template
-pool, the nested-stack and gate shells) and passes it to the functions of
-`checks`, `results`, `replacement`, `reaping` and `propagation`, which read
-rows through the transaction they are given, decide with `services.engine.core`
-and write. `update_row` and `delete_row` are the compare-and-swap writes they
+dependencies (`deps.EngineDeps`: store, outbox, definitions, plugin types,
+limits, the template pool, ...) and the nested-stack and gate shells, and
+passes it to the functions of `checks`, `results`, `replacement`, `reaping`
+and `propagation`, which read rows through the transaction they are given,
+decide with `services.engine.core` and write. A node being checked (or the
+node a job result finishes) travels as one `Check`: the shell, the
+transaction, the stack, the traversal, the node, its row and the effects
+gathered. `update_row` and `delete_row` are the compare-and-swap writes they
 all use: a row changed since it was read is a conflict, retried by the caller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.core.model import ResourceRow
-from services.engine.core.quotas import Quotas
-from services.engine.definitions import DefinitionCache
+from services.engine.core.model import Node, ResourceRow, StackRow, TraversalId
+from services.engine.deps import EngineDeps
+from services.engine.effects import Effects
 from services.engine.gates import Gates
-from services.engine.nested.answer import Answers
 from services.engine.nested.children import Children
-from services.engine.outbox import Outbox
-from services.engine.store import Store
 from services.engine.store.tx import Tx
-from services.engine.template import TemplateLimits
-from services.engine.template_pool import TemplateRunner
 from shared.errors import ConflictError
-from shared.plugins import ResourceType
 
 
 @dataclass(frozen=True)
 class Shell:
-    store: Store
-    outbox: Outbox
-    definitions: DefinitionCache
-    types: Mapping[str, type[ResourceType]]
-    limits: TemplateLimits
-    quotas: Quotas
-    templates: TemplateRunner
-    config_bytes: int  # largest config a config resource stores
-    answers: Answers  # a child stack's operation answering its parent's job
+    deps: EngineDeps  # the store, the outbox, the goals, the types, the limits, ...
     # Hooks and converge's observations, between a node's decision and its action.
     gates: Gates
     children: Children  # nested stack jobs: a child stack's operation
-    api_url: str  # the engine API's public base (deployment signal URLs, TEMP_URL_SIGNAL)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A node's check under way (or the node a job's result acts for): what every step
+    of it reads, writes and gathers its effects through."""
+
+    shell: Shell
+    tx: Tx
+    stack: StackRow
+    traversal: TraversalId
+    node: Node
+    row: ResourceRow  # the node's resource, as read in this transaction
+    fx: Effects
 
 
 async def update_row(tx: Tx, row: ResourceRow, **changes: Any) -> None:

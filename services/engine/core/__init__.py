@@ -2,8 +2,10 @@
 
 `model` (records and states) -> `graph` (the traversal graph of an
 operation) -> `gates` (what a node's check waits at) -> `decide` (what
-checking a node does; the reason a failed job leaves) -> `results` (what a
-job's result does to its row, its node and its stack). Beside them, one
+checking a node does; the reason a failed job leaves) -> `node_checks`
+(what that decision writes and what follows it: a job, a replacement, the
+node done, the stack failed; a traversal's end) -> `results` (what a job's
+result does to its row, its node and its stack). Beside them, one
 module per concern: `drift`, `healing`, `nesting` (a child stack's goal in
 `child_goals`, from `groups` and `chains`; what it passes back in
 `child_attributes`), `nested_checks`, `ownership`, `quotas`, `recovery`,

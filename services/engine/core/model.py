@@ -29,6 +29,10 @@ class Action(StrEnum):
     RESTORE = "RESTORE"
 
 
+#: Stack operations that keep the goal and run their action on each resource as it is.
+STACK_ACTIONS = frozenset({Action.CHECK, Action.SUSPEND, Action.RESUME, Action.SNAPSHOT})
+
+
 class Status(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETE = "COMPLETE"

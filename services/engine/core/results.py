@@ -10,7 +10,8 @@ running gets here; a stale one is reaped (`services.engine.convergence.reaping`)
   that an observer is asked for the end (so that recovery asks an observer
   again, not the worker); nothing else follows yet.
 - REPLACE, from a job of the stack's current traversal: the row is done
-  (UPDATE COMPLETE) and replaced by a new row (`Then.REPLACE`).
+  (UPDATE COMPLETE) and replaced by a new row (`Then.REPLACE`) made with
+  what the job would have applied (`core.node_checks.Replacement`).
 - FAILED, GONE, or a REPLACE of a superseded traversal: the row keeps what
   deleting the real resource needs (`decide.properties_after_failure`); GONE
   records it missing (`drift.missing_marks`), so the next update creates it
@@ -38,6 +39,7 @@ from typing import Any
 from services.engine.core.decide import failure_reason, properties_after_failure
 from services.engine.core.drift import missing_marks
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
+from services.engine.core.node_checks import Replacement
 from shared.protocol import JobAction, JobOutcome, JobResult
 
 #: Actions whose result replaces the row's attributes (any other merges them).
@@ -84,6 +86,7 @@ class ResultDecision:
     event: ResultEvent | None = None
     reason: str = ""  # FAIL_STACK: the stack's reason; REPLACE: why
     observed: str | None = None  # OBSERVE: the physical id the observer watches
+    replacement: Replacement | None = None  # REPLACE: the new row, as the job would have applied it
 
 
 def is_current(stack: StackRow | None, row: ResourceRow) -> bool:
@@ -113,7 +116,15 @@ def decide_result(
         return ResultDecision(Then.OBSERVE, changes, observed=physical_id)
     if result.outcome is JobOutcome.REPLACE and current:
         changes = {"action": Action.UPDATE, "status": Status.COMPLETE, **JOB_DONE}
-        return ResultDecision(Then.REPLACE, changes, reason=result.reason)
+        replacement = Replacement(
+            type_name=row.type,
+            properties=row.job_properties or {},
+            requires=row.job_requires or frozenset(),
+            deletion_policy=row.deletion_policy,
+            metadata=None,  # the replaced row's
+            why=result.reason,
+        )
+        return ResultDecision(Then.REPLACE, changes, reason=result.reason, replacement=replacement)
     if result.outcome in (JobOutcome.FAILED, JobOutcome.REPLACE, JobOutcome.GONE):
         return _failed(row, result, stack, action, current=current)
     if result.action is JobAction.DELETE and still_wanted:

@@ -40,7 +40,16 @@ import structlog
 
 from services.engine.core.child_attributes import removed_names
 from services.engine.core.child_goals import ChildGoal
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.model import (
+    STACK_ACTIONS,
+    Action,
+    ResourceRow,
+    StackId,
+    StackRow,
+    Status,
+    TemplateId,
+    TraversalId,
+)
 from services.engine.core.nesting import (
     GROUP_TYPE,
     SCALING_TYPE,
@@ -49,8 +58,9 @@ from services.engine.core.nesting import (
     facade_of,
     scaling_state,
 )
-from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
-from services.engine.definitions import DefinitionCache, identity_of
+from services.engine.core.quotas import stack_quota_message, tree_refusal
+from services.engine.definitions import identity_of
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.goals import load_child_goal
 from services.engine.jobs import reference_data
@@ -59,36 +69,23 @@ from services.engine.nested.claims import owned_child
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.store.templates import TemplateRecord
 from services.engine.store.tx import Tx
-from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits, load_stack
-from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
-from services.engine.template_pool import INLINE, TemplateRunner
-from services.engine.traversal import EMPTY_TEMPLATE, STACK_ACTIONS, begin_stack_action, begin_traversal
+from services.engine.template import StackDefinition, load_stack
+from services.engine.traversal import EMPTY_TEMPLATE, begin_stack_action, begin_traversal
 from shared.errors import ConflictError, InvalidInput
-from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
 
 log = structlog.get_logger(__name__)
 
 
 class Children:
-    def __init__(
-        self,
-        *,
-        definitions: DefinitionCache,
-        types: Mapping[str, type[ResourceType]],
-        answers: Answers,
-        limits: TemplateLimits = DEFAULT_LIMITS,
-        quotas: Quotas = DEFAULT_QUOTAS,
-        templates: TemplateRunner = INLINE,
-        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
-    ) -> None:
-        self._constraints = constraints
-        self._definitions = definitions
-        self._types = types
-        self._answers = answers
-        self._limits = limits
-        self._quotas = quotas
-        self._templates = templates
+    def __init__(self, deps: EngineDeps) -> None:
+        self._constraints = deps.constraints
+        self._definitions = deps.definitions
+        self._types = deps.types
+        self._answers = deps.answers
+        self._limits = deps.limits
+        self._quotas = deps.quotas
+        self._templates = deps.templates
 
     # -- a parent job ----------------------------------------------------------
 
@@ -209,15 +206,15 @@ class Children:
             return
         child_id = child.stack_id if child is not None else StackId(uuid.uuid4())
         draft = child or StackRow(
-            child_id,
-            parent.project_id,
-            child_name(parent.name, row.name, str(child_id)),
-            Action.INIT,
-            Status.COMPLETE,
-            "",
-            None,
-            None,
-            None,
+            stack_id=child_id,
+            project_id=parent.project_id,
+            name=child_name(parent.name, row.name, str(child_id)),
+            action=Action.INIT,
+            status=Status.COMPLETE,
+            status_reason="",
+            current_traversal=None,
+            current_template_id=None,
+            previous_template_id=None,
             disable_rollback=True,  # the parent rolls its children back
             owner_stack_id=parent.stack_id,
             owner_resource_id=row.resource_id,
@@ -367,7 +364,13 @@ class Children:
         files: Mapping[str, str],
     ) -> TemplateId:
         template_id = TemplateId(uuid.uuid4())
-        record = TemplateRecord(template_id, template, environment, files, parameters)
+        record = TemplateRecord(
+            template_id=template_id,
+            template=template,
+            environment=environment,
+            files=files,
+            parameters=parameters,
+        )
         await tx.insert_template(child.stack_id, record)
         self._definitions.put(template_id, definition)
         return template_id

@@ -32,25 +32,19 @@ from typing import Any, TypeVar
 import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
-from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.core.updates import UpdateSettings, settings_after
-from services.engine.definitions import DefinitionCache, identity_of
+from services.engine.definitions import identity_of
+from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
-from services.engine.nested.answer import Answers
 from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids
 from services.engine.operations.actions import abandon_stack, begin_action, cancel_operation
 from services.engine.operations.errors import ImmutableParameterModified, Refused, StackExists, StackNotFound
 from services.engine.operations.preview import resource_changes
-from services.engine.outbox import Outbox
-from services.engine.store import Store
 from services.engine.store.tx import TemplateRecord, Tx
-from services.engine.template import DEFAULT_LIMITS, StackDefinition, TemplateLimits
-from services.engine.template.custom_constraints import DEFAULT_CONSTRAINTS, CustomConstraints
-from services.engine.template_pool import INLINE, TemplateRunner
+from services.engine.template import StackDefinition
 from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal
 from shared.errors import ConflictError, InvalidInput
-from shared.plugins import ResourceType
 
 log = structlog.get_logger(__name__)
 
@@ -60,27 +54,16 @@ class Operations:
     publishes what it queued; update, delete, the stack actions and cancel run
     again when they lose a race with a check (a conflict), unless refused."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        outbox: Outbox,
-        definitions: DefinitionCache,
-        types: Mapping[str, type[ResourceType]],
-        limits: TemplateLimits = DEFAULT_LIMITS,
-        quotas: Quotas = DEFAULT_QUOTAS,
-        templates: TemplateRunner = INLINE,
-        constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
-    ) -> None:
-        self._constraints = constraints
-        self._store = store
-        self._outbox = outbox
-        self._definitions = definitions
-        self._types = types
-        self._limits = limits
-        self._quotas = quotas
-        self._templates = templates
-        self._answers = Answers(definitions=definitions, types=types, templates=templates)
+    def __init__(self, deps: EngineDeps) -> None:
+        self._constraints = deps.constraints
+        self._store = deps.store
+        self._outbox = deps.outbox
+        self._definitions = deps.definitions
+        self._types = deps.types
+        self._limits = deps.limits
+        self._quotas = deps.quotas
+        self._templates = deps.templates
+        self._answers = deps.answers
 
     async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
@@ -306,7 +289,12 @@ class Operations:
     ) -> TraversalId:
         template_id = TemplateId(uuid.uuid4())
         record = TemplateRecord(
-            template_id, goal.template, goal.environment, goal.files, goal.parameters, goal.source
+            template_id=template_id,
+            template=goal.template,
+            environment=goal.environment,
+            files=goal.files,
+            parameters=goal.parameters,
+            source=goal.source,
         )
         await tx.insert_template(stack.stack_id, record)
         self._definitions.put(template_id, definition)
@@ -327,17 +315,17 @@ def draft_stack(
 ) -> StackRow:
     """The row a new stack starts as (INIT), before anything is stored."""
     return StackRow(
-        stack_id,
-        project_id,
-        name,
-        Action.INIT,
-        Status.COMPLETE,
-        "",
-        None,
-        None,
-        None,
-        disable_rollback,
-        timeout_mins,
+        stack_id=stack_id,
+        project_id=project_id,
+        name=name,
+        action=Action.INIT,
+        status=Status.COMPLETE,
+        status_reason="",
+        current_traversal=None,
+        current_template_id=None,
+        previous_template_id=None,
+        disable_rollback=disable_rollback,
+        timeout_mins=timeout_mins,
     )
 
 

@@ -19,6 +19,7 @@ from services.engine.core.model import (
     TemplateId,
     TraversalId,
 )
+from services.engine.core.node_checks import Replacement
 from services.engine.core.results import JOB_DONE, ResultEvent, Then, asks_still_wanted, decide_result
 from shared.protocol import JobAction, JobOutcome, JobResult
 
@@ -121,6 +122,21 @@ def test_replace_from_the_current_traversal_completes_the_row_and_replaces_it() 
     assert decision.changes == {"action": Action.UPDATE, "status": Status.COMPLETE, **JOB_DONE}
     assert decision.reason == "image changed"
     assert decision.event is None
+
+
+def test_a_replacement_after_replace_is_made_with_what_the_job_would_have_applied() -> None:
+    decision = decide_result(
+        running(deletion_policy="Retain"), result(JobOutcome.REPLACE, reason="image changed"), stack()
+    )
+
+    assert decision.replacement == Replacement(
+        type_name="T",
+        properties={"v": "new"},
+        requires=frozenset({ResourceId(7)}),
+        deletion_policy="Retain",
+        metadata=None,  # carried over from the replaced row
+        why="image changed",
+    )
 
 
 def test_replace_from_a_superseded_traversal_fails_the_row_and_wakes_the_waiting_check() -> None:
