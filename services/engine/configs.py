@@ -25,7 +25,7 @@ import json
 import uuid
 from collections.abc import Mapping
 
-from services.engine.deployments import is_deployment_type, reap_deployment, run_deployment_job
+from services.engine.deployments import gone_on_check, is_deployment_type, reap_deployment, run_deployment_job
 from services.engine.store.tx import Tx
 from shared.errors import PermanentError
 from shared.plugins import ResourceType
@@ -120,14 +120,7 @@ async def _run(
             job, JobOutcome.REPLACE, physical_id=job.physical_id, reason="a software config is immutable"
         )
     if record is None:
-        if job.action is JobAction.CHECK:
-            return _result(
-                job,
-                JobOutcome.GONE,
-                physical_id=job.physical_id,
-                reason="the software config no longer exists",
-            )
-        raise PermanentError("the software config no longer exists")
+        return gone_on_check(job, "the software config no longer exists")
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
     # CHECK, SUSPEND, RESUME: the config is there; nothing to pause.

@@ -48,6 +48,7 @@ from services.engine.core.gates import (
 )
 from services.engine.core.model import Action, Node, ResourceRow, StackId, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
+from services.engine.core.row_change import NO_CHANGE, ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -159,10 +160,10 @@ class Gates:
                 fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
             log.debug("gate_still_waiting", resource=row.name, gate=gate)
             return False
-        changes: dict[str, Any] = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        reached = ResourceChange(gate_traversal=traversal, gate_node=node, gate_waiting=gate)
         if gate == PAUSE:
-            changes["gate_until"] = time.time() + pause
-        if not await tx.update_resource(row, gate_passed=state.passed, **changes):
+            reached |= ResourceChange(gate_until=time.time() + pause)
+        if not await tx.update_resource(row, ResourceChange(gate_passed=state.passed) | reached):
             raise ConflictError(f"resource {row.resource_id} changed while reaching a gate; will retry")
         if is_hook(gate):
             reason = paused_reason(gate)
@@ -201,7 +202,7 @@ class Gates:
         if state.waiting != hook or not current or state.traversal is None or state.node is None:
             raise HookNotSet(f'The "{hook}" hook is not defined on resource {row.name} of stack {stack.name}')
         passed = state.passed | {hook}
-        if not await tx.update_resource(row, gate_waiting=None, gate_passed=passed):
+        if not await tx.update_resource(row, ResourceChange(gate_waiting=None, gate_passed=passed)):
             raise ConflictError(f"{row.name} changed while its hook was cleared; retry")
         reason = cleared_reason(hook)
         fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
@@ -241,7 +242,7 @@ class Gates:
         if row is None or state != GateState(traversal, node, OBSERVE, state.passed):
             log.debug("look_outdated", resource_id=report.resource_id)
             return
-        changes: dict[str, Any] = {}
+        changes = NO_CHANGE
         cls = self._types.get(row.type)
         if cls is not None and row.physical_id == report.physical_id:
             applied = row.properties or {}
@@ -252,7 +253,7 @@ class Gates:
                 fx.event(row.stack_id, row.name, row.physical_id, row.type, "OBSERVE", "DRIFTED", reason)
                 log.info("observed_drift", resource=row.name, kind=drift.kind.value)
         passed = state.passed | {OBSERVE}
-        if not await tx.update_resource(row, gate_waiting=None, gate_passed=passed, **changes):
+        if not await tx.update_resource(row, ResourceChange(gate_waiting=None, gate_passed=passed) | changes):
             raise ConflictError(f"resource {row.resource_id} changed while its look was recorded; will retry")
         stack = await tx.stack(StackId(row.stack_id))
         if stack is not None and stack.current_traversal == traversal:

@@ -105,7 +105,7 @@ class Healing:
         by_id = {r.resource_id: r for r in existing}
         for resource_id, changes in decision.marks.items():
             row = by_id[ResourceId(resource_id)]
-            if not await tx.update_resource(row, **changes):
+            if not await tx.update_resource(row, changes):
                 raise ConflictError(f"resource {row.resource_id} changed while healing; will retry")
         stack = await tx.stack(stack_id)
         assert stack is not None

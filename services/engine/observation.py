@@ -35,6 +35,7 @@ import structlog
 
 from services.engine.core.drift import Drift, DriftKind, find_drift, heal_marks, missing_marks
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId, forward
+from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -252,6 +253,6 @@ class Observing:
             await _mark(tx, row, heal_marks(drift))
 
 
-async def _mark(tx: Tx, row: ResourceRow, changes: Mapping[str, Any]) -> None:
-    if not await tx.update_resource(row, **changes):
+async def _mark(tx: Tx, row: ResourceRow, change: ResourceChange) -> None:
+    if not await tx.update_resource(row, change):
         raise ConflictError(f"resource {row.resource_id} changed while marking its drift; will retry")

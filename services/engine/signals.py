@@ -41,13 +41,14 @@ from dataclasses import replace
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.core.row_change import ResourceChange
 from services.engine.deployments import agent_may, signal_resource, update_deployment
 from services.engine.effects import Effects
 from services.engine.gates import Gates
 from services.engine.outbox import Outbox
 from services.engine.scaling import POLICY_TYPE, Scaler
 from services.engine.store import Store
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentChange, DeploymentRecord
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
 from shared.plugins.base import ObservedState
@@ -254,7 +255,7 @@ class Signals:
         received = normalise_signal(data, number=len(signals) + 1)
         received = replace(received, reason=cut(received.reason, self._reason_chars))
         attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
-        if not await tx.update_resource(handle, attributes=attributes):
+        if not await tx.update_resource(handle, ResourceChange(attributes=attributes)):
             raise ConflictError(f"{name} changed while signalling; retry")
         fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
         updated = await tx.resource(handle.resource_id)
@@ -271,7 +272,7 @@ class Signals:
         self,
         project_id: str,
         deployment_id: uuid.UUID,
-        changes: Mapping[str, Any],
+        change: DeploymentChange,
         *,
         token: str,
         project_token_ok: bool,
@@ -287,7 +288,7 @@ class Signals:
                 raise Unauthorized("the X-Auth-Token is not the agent token of the deployment's server")
             if record is None:
                 raise NotFound(f"Software deployment with id {deployment_id} not found")
-            record = await update_deployment(tx, project_id, deployment_id, changes, fx)
+            record = await update_deployment(tx, project_id, deployment_id, change, fx)
             ids = await fx.commit(tx)
         await self._outbox.publish(ids, fx.messages)
         return record

@@ -36,6 +36,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.core.model import resource_of as row_of
+from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.nested.answer import Answers
@@ -191,9 +192,9 @@ async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: Templ
             and original.current_job is None  # not being deleted already
             and original.status is Status.COMPLETE
         ):
-            if not await tx.update_resource(original, replaced_by=None):
+            if not await tx.update_resource(original, ResourceChange(replaced_by=None)):
                 raise ConflictError(f"resource {original.resource_id} changed while rolling back")
-            if not await tx.update_resource(row, replaced_by=original.resource_id):
+            if not await tx.update_resource(row, ResourceChange(replaced_by=original.resource_id)):
                 raise ConflictError(f"resource {row.resource_id} changed while rolling back")
             log.info("original_restored", resource=row.name, original=original.resource_id)
     return await tx.claim_resources(rows[0].stack_id) if rows else rows

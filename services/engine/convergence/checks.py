@@ -57,6 +57,7 @@ from services.engine.core.model import (
     is_forward,
 )
 from services.engine.core.nesting import facade_of, goal_digest, is_nested, with_digest
+from services.engine.core.row_change import ResourceChange
 from services.engine.deployments import preempted
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
@@ -100,7 +101,7 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
         if fresh is None or fresh.current_traversal != traversal:
             log.debug("check_superseded", node=msg.node)
             return
-        if not await tx.update_resource(row, waiting_traversal=traversal, waiting_node=node):
+        if not await tx.update_resource(row, ResourceChange(waiting_traversal=traversal, waiting_node=node)):
             raise ConflictError(f"resource {row.resource_id} changed while checking")
         log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
         return
@@ -165,13 +166,13 @@ async def check_forward(
         fx.event(stack.stack_id, row.name, row.physical_id, row.type, "UPDATE", "FAILED", reason)
         await fail_stack(shell, tx, stack, traversal, restricted_failure(row.name, restricted), fx)
         return
-    adopt = {
-        "template_id": stack.current_template_id,
-        "deletion_policy": goal.deletion_policy.value,
-        "metadata": metadata,  # stored with the row's other changes, never on its own
-    }
+    adopt = ResourceChange(
+        template_id=stack.current_template_id,
+        deletion_policy=goal.deletion_policy.value,
+        metadata=metadata,  # stored with the row's other changes, never on its own
+    )
     if decision.kind is Forward.NOTHING:
-        await update_row(tx, row, requires=requires, **adopt)
+        await update_row(tx, row, ResourceChange(requires=requires) | adopt)
         await node_done(tx, stack, traversal, node, fx)
     elif decision.kind is Forward.ADOPT:
         external = not row.exists  # an external_id; else adopt_stack_data set the physical id
@@ -192,9 +193,7 @@ async def check_forward(
         if refusal is not None:
             await fail(shell, tx, stack, traversal, row, Action.ADOPT, refusal, fx)
             return
-        await update_row(
-            tx,
-            row,
+        adopted = ResourceChange(
             physical_id=physical_id,
             action=Action.ADOPT,
             status=Status.COMPLETE,
@@ -202,8 +201,8 @@ async def check_forward(
             properties=properties,
             requires=requires,
             external=external,
-            **adopt,
         )
+        await update_row(tx, row, adopted | adopt)
         fx.event(stack.stack_id, row.name, physical_id, goal.type, "ADOPT", "COMPLETE", "adopted")
         await node_done(tx, stack, traversal, node, fx)
     elif decision.kind is Forward.REPLACE:
@@ -235,9 +234,7 @@ async def check_forward(
             properties,
             requires,
             fx,
-            type=goal.type,
-            deletion_policy=adopt["deletion_policy"],
-            metadata=metadata,
+            change=ResourceChange(type=goal.type, deletion_policy=adopt.deletion_policy, metadata=metadata),
         )
 
 
@@ -248,7 +245,7 @@ async def check_action(
     if not row.exists:
         if stack.action is Action.CHECK:  # a failed check does not stop its dependents' checks
             reason = failure_reason(Action.CHECK, "the resource does not exist")
-            await update_row(tx, row, **missing_marks(reason), traversal_id=traversal)
+            await update_row(tx, row, missing_marks(reason) | ResourceChange(traversal_id=traversal))
             fx.event(stack.stack_id, row.name, None, row.type, "CHECK", "FAILED", reason)
         await node_done(tx, stack, traversal, node, fx)
         return
@@ -257,8 +254,8 @@ async def check_action(
         await node_done(tx, stack, traversal, node, fx)  # its document entry is the snapshot
         return
     properties = row.properties or {}
-    changes = {"job_template_id": row.template_id}
-    await issue(shell, tx, stack, traversal, node, row, action, properties, row.requires, fx, **changes)
+    change = ResourceChange(job_template_id=row.template_id)
+    await issue(shell, tx, stack, traversal, node, row, action, properties, row.requires, fx, change=change)
 
 
 async def check_cleanup(

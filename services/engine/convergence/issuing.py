@@ -20,6 +20,7 @@ from services.engine.configs import is_config_type, run_config_job
 from services.engine.convergence.shell import Shell, update_row
 from services.engine.core.model import Action, Node, ResourceId, ResourceRow, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
+from services.engine.core.row_change import NO_CHANGE, ResourceChange, set_or
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
 from services.engine.nested.messages import NestedStackJob
@@ -38,12 +39,13 @@ async def issue(
     properties: Mapping[str, Any],
     requires: frozenset[ResourceId],
     fx: Effects,
-    **row_changes: Any,
+    *,
+    change: ResourceChange = NO_CHANGE,
 ) -> None:
-    """Record the job on the row (compare-and-swap, with any `row_changes`) and queue
+    """Record the job on the row (compare-and-swap, with any other `change`) and queue
     it, in one transaction."""
     job_id = uuid.uuid4().hex
-    type_name = row_changes.get("type", row.type)
+    type_name = set_or(change.type, row.type)
     job = job_for(
         stack,
         row,
@@ -56,22 +58,18 @@ async def issue(
         previous=row.properties,
     )
     heat_action = Action(action.value.upper())
-    await update_row(
-        tx,
-        row,
-        **{
-            "action": heat_action,
-            "status": Status.IN_PROGRESS,
-            "status_reason": "",
-            "current_job": job_id,
-            "job_node": node,
-            "job_properties": dict(properties),
-            "job_requires": requires,
-            "job_template_id": stack.current_template_id,
-            "traversal_id": traversal,
-            **row_changes,
-        },
+    issued = ResourceChange(
+        action=heat_action,
+        status=Status.IN_PROGRESS,
+        status_reason="",
+        current_job=job_id,
+        job_node=node,
+        job_properties=dict(properties),
+        job_requires=requires,
+        job_template_id=stack.current_template_id,
+        traversal_id=traversal,
     )
+    await update_row(tx, row, issued | change)
     fx.event(
         stack.stack_id, row.name, row.physical_id, type_name, heat_action, "IN_PROGRESS", "state changed"
     )

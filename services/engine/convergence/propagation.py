@@ -18,6 +18,7 @@ import structlog
 from services.engine.convergence.shell import Shell, update_row
 from services.engine.core.decide import check_failure_reason, failure_reason
 from services.engine.core.model import Action, Node, ResourceRow, StackRow, Status, TraversalId, resource_of
+from services.engine.core.row_change import ResourceChange
 from services.engine.effects import Effects, Finished
 from services.engine.store.tx import Tx
 from services.engine.traversal import fail_or_roll_back
@@ -85,7 +86,7 @@ async def fail(
     """`row`'s `action` failed before any job ran (`detail` says why): the row and
     the stack are FAILED (or the stack rolls back)."""
     reason = failure_reason(action, detail)
-    await update_row(tx, row, action=action, status=Status.FAILED, status_reason=reason)
+    await update_row(tx, row, ResourceChange(action=action, status=Status.FAILED, status_reason=reason))
     fx.event(stack.stack_id, row.name, row.physical_id, row.type, action.value, "FAILED", reason)
     await fail_stack(shell, tx, stack, traversal, reason, fx)
 

@@ -18,6 +18,7 @@ from typing import Any
 from services.engine.convergence.issuing import issue
 from services.engine.convergence.shell import Shell, update_row
 from services.engine.core.model import Node, ResourceId, ResourceRow, StackRow, TraversalId
+from services.engine.core.row_change import UNSET, ResourceChange, set_or
 from services.engine.effects import Effects
 from services.engine.store.tx import Tx
 from shared.protocol import JobAction
@@ -33,7 +34,7 @@ async def replace(
     type_name: str,
     properties: Mapping[str, Any],
     requires: frozenset[ResourceId],
-    adopt: Mapping[str, Any],
+    adopt: ResourceChange,
     fx: Effects,
     *,
     why: str,
@@ -42,10 +43,10 @@ async def replace(
     assert stack.current_template_id is not None
     (new_id,) = await tx.insert_resources(
         stack.stack_id,
-        [(row.name, type_name, stack.current_template_id, adopt["deletion_policy"])],
+        [(row.name, type_name, stack.current_template_id, set_or(adopt.deletion_policy, "Delete"))],
         replaces=row.resource_id,
     )
-    await update_row(tx, row, replaced_by=new_id)
+    await update_row(tx, row, ResourceChange(replaced_by=new_id))
     fx.event(
         stack.stack_id,
         row.name,
@@ -57,7 +58,7 @@ async def replace(
     )
     replacement = await tx.resource(new_id)
     assert replacement is not None
-    metadata = adopt["metadata"] if "metadata" in adopt else await tx.resource_metadata(row.resource_id)
+    metadata = adopt.metadata if adopt.metadata is not UNSET else await tx.resource_metadata(row.resource_id)
     await issue(
         shell,
         tx,
@@ -69,5 +70,5 @@ async def replace(
         properties,
         requires,
         fx,
-        metadata=metadata,
+        change=ResourceChange(metadata=metadata),
     )

@@ -25,6 +25,7 @@ from services.engine.convergence.replacement import replace
 from services.engine.convergence.shell import Shell, delete_row, update_row
 from services.engine.core.model import Node, ResourceRow, StackRow, forward
 from services.engine.core.results import Then, asks_still_wanted, decide_result
+from services.engine.core.row_change import ResourceChange
 from services.engine.effects import Effects
 from services.engine.signals import CONDITION, condition_result
 from services.engine.snapshotting import job_ended
@@ -50,7 +51,7 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
     if decision.delete:
         await delete_row(tx, row)
     else:
-        await update_row(tx, row, **decision.changes)
+        await update_row(tx, row, decision.changes)
     if decision.event is not None:
         e = decision.event
         fx.event(row.stack_id, row.name, e.physical_id, row.type, e.action, e.status.value, e.reason)
@@ -69,7 +70,7 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
         assert fresh is not None
         assert stack.current_template_id is not None
         properties, requires = row.job_properties or {}, row.job_requires or frozenset()
-        adopt = {"deletion_policy": row.deletion_policy}
+        adopt = ResourceChange(deletion_policy=row.deletion_policy)
         why = decision.reason
         await replace(
             shell, tx, stack, traversal, node, fresh, row.type, properties, requires, adopt, fx, why=why

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from services.engine.core.model import ResourceRow
 from services.engine.core.quotas import Quotas
+from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.gates import Gates
 from services.engine.nested.answer import Answers
@@ -46,9 +46,9 @@ class Shell:
     children: Children  # nested stack jobs: a child stack's operation
 
 
-async def update_row(tx: Tx, row: ResourceRow, **changes: Any) -> None:
-    """Write `changes` on `row` unless it changed since it was read (then a conflict)."""
-    if not await tx.update_resource(row, **changes):
+async def update_row(tx: Tx, row: ResourceRow, change: ResourceChange) -> None:
+    """Write `change` on `row` unless it changed since it was read (then a conflict)."""
+    if not await tx.update_resource(row, change):
         raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")
 
 

@@ -50,6 +50,7 @@ from services.engine.core.nesting import (
     scaling_state,
 )
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
+from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.goals import load_child_goal
@@ -253,7 +254,7 @@ class Children:
                 root_stack_id=parent.root,
             ):
                 raise ConflictError(f"nested stack name {draft.name} is taken; will retry with another")
-            if not await tx.update_resource(row, physical_id=str(child_id)):
+            if not await tx.update_resource(row, ResourceChange(physical_id=str(child_id))):
                 raise ConflictError(f"resource {row.resource_id} changed while creating its nested stack")
             child = draft
         elif child.timeout_mins != goal.timeout_mins:

@@ -33,6 +33,7 @@ import structlog
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.row_change import ResourceChange
 from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
@@ -148,8 +149,8 @@ class Operations:
             await self._begin(tx, draft, goal, definition, action, effects, [])
             adopted = dict(adopt or {})
             for row in await tx.resources(stack_id) if adopted else []:
-                taken = {"physical_id": adopted.get(row.name), "action": Action.ADOPT}
-                if row.name in adopted and not await tx.update_resource(row, **taken):
+                taken = ResourceChange(physical_id=adopted.get(row.name), action=Action.ADOPT)
+                if row.name in adopted and not await tx.update_resource(row, taken):
                     raise ConflictError(f"resource {row.name} changed while being adopted")
                 if row.name in targets:  # checked and locked above: it becomes this row's child
                     owner = (stack_id, row.resource_id)
