@@ -24,7 +24,6 @@ paused across engine restarts, and a lost look is sent again.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -49,6 +48,7 @@ from services.engine.core.gates import (
 from services.engine.core.model import Action, Node, ResourceRow, StackId, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
 from services.engine.core.row_change import NO_CHANGE, ResourceChange
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -81,11 +81,15 @@ class Gates:
         outbox: Outbox,
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
+        self._clock = clock  # a pause's end and a look's deadline (wall clock: seconds since the epoch)
+        self._ids = ids
         self._converging: OrderedDict[TraversalId, bool] = OrderedDict()
 
     # -- in a check -------------------------------------------------------------
@@ -157,12 +161,12 @@ class Gates:
             return True
         if decided.step is Step.STILL_WAITING:
             if gate == OBSERVE:  # its look (or the answer) may have been lost: ask again
-                fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
+                fx.emit(OBSERVE_QUEUE, self._look(stack, row, traversal, node))
             log.debug("gate_still_waiting", resource=row.name, gate=gate)
             return False
         reached = ResourceChange(gate_traversal=traversal, gate_node=node, gate_waiting=gate)
         if gate == PAUSE:
-            reached |= ResourceChange(gate_until=time.time() + pause)
+            reached |= ResourceChange(gate_until=self._clock() + pause)
         if not await tx.update_resource(row, ResourceChange(gate_passed=state.passed) | reached):
             raise ConflictError(f"resource {row.resource_id} changed while reaching a gate; will retry")
         if is_hook(gate):
@@ -172,9 +176,26 @@ class Gates:
         elif gate == PAUSE:
             log.info("batch_pause", resource=row.name, seconds=pause)
         else:
-            fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
+            fx.emit(OBSERVE_QUEUE, self._look(stack, row, traversal, node))
             log.info("observing_before_deciding", resource=row.name)
         return False
+
+    def _look(self, stack: StackRow, row: ResourceRow, traversal: TraversalId, node: Node) -> ObserveResource:
+        """The look a node's check waits for: the resource as last applied, to an observer."""
+        now = self._clock()
+        job = job_for(
+            stack,
+            row,
+            job_id=f"look-{self._ids.job()}",
+            traversal=traversal,
+            action=JobAction.CHECK,
+            type_name=row.type,
+            physical_id=row.physical_id,
+            properties=row.properties or {},
+            now=now,
+        )
+        job = job.model_copy(update={"deadline": now + LOOK_SECONDS})
+        return ObserveResource(job=job, cycle=0, gate_traversal=str(traversal), gate_node=node)
 
     async def _converges(self, tx: Tx, traversal: TraversalId) -> bool:
         known = self._converging.get(traversal)
@@ -258,19 +279,3 @@ class Gates:
         stack = await tx.stack(StackId(row.stack_id))
         if stack is not None and stack.current_traversal == traversal:
             fx.check(stack.stack_id, traversal, node, row.resource_id)
-
-
-def _look(stack: StackRow, row: ResourceRow, traversal: TraversalId, node: Node) -> ObserveResource:
-    """The look a node's check waits for: the resource as last applied, to an observer."""
-    job = job_for(
-        stack,
-        row,
-        job_id=f"look-{uuid.uuid4().hex}",
-        traversal=traversal,
-        action=JobAction.CHECK,
-        type_name=row.type,
-        physical_id=row.physical_id,
-        properties=row.properties or {},
-    )
-    job = job.model_copy(update={"deadline": time.time() + LOOK_SECONDS})
-    return ObserveResource(job=job, cycle=0, gate_traversal=str(traversal), gate_node=node)

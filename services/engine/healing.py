@@ -21,6 +21,7 @@ import structlog
 
 from services.engine.core.healing import HealDecision, HealKind, HealPolicy, HealState, SeenDrift, decide_heal
 from services.engine.core.model import Action, ResourceId, StackId
+from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.outbox import Outbox
@@ -35,8 +36,15 @@ log = structlog.get_logger(__name__)
 
 class Healing:
     def __init__(
-        self, *, store: Store, outbox: Outbox, definitions: DefinitionCache, policy: HealPolicy
+        self,
+        *,
+        store: Store,
+        outbox: Outbox,
+        definitions: DefinitionCache,
+        policy: HealPolicy,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
+        self._ids = ids  # a heal's traversal id (its time is the database's: `tx.rounds_to_close`)
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
@@ -120,6 +128,7 @@ class Healing:
             fx=fx,
             existing=await tx.resources(stack_id),
             reason=decision.reason,
+            ids=self._ids,
         )
         await tx.heal_started(stack_id, traversal, attempts=decision.attempts)
         log.info("healing", stack_id=str(stack_id), reason=decision.reason, attempt=decision.attempts)

@@ -26,7 +26,6 @@ is still to come (a later round heals the rest).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -36,6 +35,7 @@ import structlog
 from services.engine.core.drift import Drift, DriftKind, find_drift, heal_marks, missing_marks
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId, forward
 from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -87,11 +87,15 @@ class Observing:
         outbox: Outbox,
         definitions: DefinitionCache,
         types: Mapping[str, type[ResourceType]],
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
         self._store = store
         self._outbox = outbox
         self._definitions = definitions
         self._types = types
+        self._clock = clock  # a look's deadline (seconds since the epoch)
+        self._ids = ids
 
     # -- control --------------------------------------------------------------
 
@@ -166,17 +170,19 @@ class Observing:
         return row.exists and row.replaced_by is None and row.current_job is None and row.type in self._types
 
     def _look(self, stack: StackRow, row: ResourceRow, cycle: int) -> ObserveResource:
+        now = self._clock()
         job = job_for(
             stack,
             row,
-            job_id=f"look-{uuid.uuid4().hex}",
+            job_id=f"look-{self._ids.job()}",
             traversal=stack.current_traversal or NO_TRAVERSAL,
             action=JobAction.CHECK,
             type_name=row.type,
             physical_id=row.physical_id,
             properties=row.properties or {},
+            now=now,
         )
-        deadline = time.time() + LOOK_SECONDS
+        deadline = now + LOOK_SECONDS
         return ObserveResource(job=job.model_copy(update={"deadline": deadline}), cycle=cycle)
 
     async def changed(self, message: ResourceChanged) -> None:

@@ -35,7 +35,6 @@ import itertools
 import os
 import random
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping
 
@@ -49,6 +48,7 @@ from services.engine.conflicts import retry_conflicts
 from services.engine.convergence import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.healing import Healing
 from services.engine.messages import CheckResource
@@ -111,7 +111,8 @@ class EngineService:
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
         draw: Callable[[], float] = random.random,
     ) -> None:
         """Hosts build it with `from_settings`; the records here are what its settings
@@ -123,6 +124,7 @@ class EngineService:
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
         self._clock = clock
+        self._ids = ids
         self._stall_check_seconds = tuning.stall_check_seconds
         self._recover_at_start = recover_at_start
         self.store = Store(pool, engine_id=engine_id)
@@ -148,6 +150,7 @@ class EngineService:
             quotas=quotas,
             templates=templates,
             constraints=constraints,
+            ids=ids,
         )
         self.convergence = Convergence(
             store=self.store,
@@ -159,13 +162,19 @@ class EngineService:
             templates=templates,
             constraints=constraints,
             config_bytes=api_limits.config_bytes,
+            clock=clock,
+            ids=ids,
         )
         self._batch_policy = tuning.batches
         self._batches: Batches[CheckResource | JobResult] = Batches(
             self.convergence.handle_batch, tuning.batches, registry=registry
         )
-        self.observing = Observing(store=self.store, outbox=self.outbox, definitions=definitions, types=types)
-        self.healing = Healing(store=self.store, outbox=self.outbox, definitions=definitions, policy=heal)
+        self.observing = Observing(
+            store=self.store, outbox=self.outbox, definitions=definitions, types=types, clock=clock, ids=ids
+        )
+        self.healing = Healing(
+            store=self.store, outbox=self.outbox, definitions=definitions, policy=heal, ids=ids
+        )
         self.recovery = Recovery(
             store=self.store,
             outbox=self.outbox,
@@ -194,7 +203,8 @@ class EngineService:
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
         engine_id: uuid.UUID | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
         draw: Callable[[], float] = random.random,
     ) -> EngineService:
         """The engine as `settings` configure it: the one way every host builds it
@@ -204,12 +214,13 @@ class EngineService:
         INLINE runs template work on the caller's thread), the supervisor of its
         tasks, the metrics registry; `recover_at_start` when the bus starts empty
         (the in-process one: all work in flight is sent again once the lease is
-        held); `engine_id` (a fresh one by default); and the clock and randomness."""
+        held); `engine_id` (a fresh one by default); and the clock, the source of new
+        ids and randomness (`core.sources`: real ones unless a test passes its own)."""
         return cls(
             pool=pool,
             bus=bus,
             types=types,
-            engine_id=engine_id if engine_id is not None else uuid.uuid4(),
+            engine_id=engine_id if engine_id is not None else ids.new(),
             supervisor=supervisor,
             tuning=engine_tuning(settings),
             limits=template_limits(settings),
@@ -221,6 +232,7 @@ class EngineService:
             recover_at_start=recover_at_start,
             registry=registry,
             clock=clock,
+            ids=ids,
             draw=draw,
         )
 
@@ -239,7 +251,8 @@ class EngineService:
                 per_handle=self._api_limits.signals_per_handle,
                 reason_chars=self._api_limits.signal_reason_chars,
                 gates=self.convergence.gates,
-                scaler=Scaler(children=self.convergence.children),
+                scaler=Scaler(children=self.convergence.children, clock=self._clock),
+                clock=self._clock,
             ),
             observing=self.observing,
             snapshots=Snapshots(
@@ -249,6 +262,7 @@ class EngineService:
                 answers=Answers(definitions=self.definitions, types=self.types, templates=self.templates),
                 types=self.types,
                 per_stack=self._api_limits.snapshots_per_stack,
+                ids=self._ids,
             ),
             templates=self.templates,
             api_limits=self._api_limits,
@@ -361,7 +375,9 @@ class EngineService:
             await asyncio.sleep(every)
             try:
                 await self.convergence.expire_overdue(now=self._clock())
-                await self.convergence.gates.end_pauses(now=time.time())  # due times are wall-clock
+                await self.convergence.gates.end_pauses(
+                    now=self._clock()
+                )  # due times: seconds since the epoch
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
 

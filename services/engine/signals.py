@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hmac
 import math
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -42,6 +41,7 @@ from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
 from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import WALL_CLOCK, Clock
 from services.engine.deployments import agent_may, signal_resource, update_deployment
 from services.engine.effects import Effects
 from services.engine.gates import Gates
@@ -130,12 +130,14 @@ def condition_result(condition: ResourceRow, handle: ResourceRow, *, now: float)
     )
 
 
-async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceRow, fx: Effects) -> None:
-    """Queue the outcome of every condition waiting on `handle` that its signals decide."""
+async def settle_waiting_conditions(
+    tx: Tx, stack_id: StackId, handle: ResourceRow, fx: Effects, *, now: float
+) -> None:
+    """Queue the outcome of every condition waiting on `handle` that its signals decide (at `now`)."""
     if handle.physical_id is None:
         return
     for condition in await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id):
-        result = condition_result(condition, handle, now=time.time())
+        result = condition_result(condition, handle, now=now)
         if result is not None:
             fx.emit(ENGINE_QUEUE, result)
 
@@ -164,7 +166,9 @@ class Signals:
         reason_chars: int = 255,
         gates: Gates | None = None,
         scaler: Scaler | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
+        self._clock = clock  # when a wait condition's signals arrived (seconds since the epoch)
         self._scaler = scaler
         self._store = store
         self._outbox = outbox
@@ -260,7 +264,7 @@ class Signals:
         fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
         updated = await tx.resource(handle.resource_id)
         assert updated is not None
-        await settle_waiting_conditions(tx, stack_id, updated, fx)
+        await settle_waiting_conditions(tx, stack_id, updated, fx, now=self._clock())
         return await fx.commit(tx)
 
     async def agent_may(self, project_id: str, server_id: str, token: str) -> bool:

@@ -31,6 +31,7 @@ from services.engine.convergence import checks, propagation, results
 from services.engine.convergence.shell import Shell
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.gates import Gates
@@ -66,11 +67,16 @@ class Convergence:
         templates: TemplateRunner = INLINE,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         config_bytes: int = DEFAULT_CONFIG_BYTES,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
         answers = Answers(definitions=definitions, types=types, templates=templates)
         # Hooks and converge's observations, between a node's decision and its action.
-        self.gates = Gates(store=store, outbox=outbox, definitions=definitions, types=types)
+        self.gates = Gates(
+            store=store, outbox=outbox, definitions=definitions, types=types, clock=clock, ids=ids
+        )
         self.children = Children(
+            ids=ids,
             definitions=definitions,
             types=types,
             answers=answers,
@@ -91,6 +97,8 @@ class Convergence:
             answers=answers,
             gates=self.gates,
             children=self.children,
+            clock=clock,
+            ids=ids,
         )
 
     async def handle(self, message: Message, delivery: Delivery) -> None:

@@ -12,7 +12,6 @@ observer needs it when the job reported IN_PROGRESS (`results`).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +43,7 @@ async def issue(
 ) -> None:
     """Record the job on the row (compare-and-swap, with any other `change`) and queue
     it, in one transaction."""
-    job_id = uuid.uuid4().hex
+    job_id = shell.ids.job()
     type_name = set_or(change.type, row.type)
     job = job_for(
         stack,
@@ -55,6 +54,7 @@ async def issue(
         type_name=type_name,
         physical_id=row.physical_id,
         properties=properties,
+        now=shell.clock(),
         previous=row.properties,
     )
     heat_action = Action(action.value.upper())
@@ -87,9 +87,9 @@ async def issue(
 
 
 def job_in_flight(
-    stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None
+    stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None, *, now: float
 ) -> ResourceJob:
-    """The job in flight on `row`, as an observer needs it."""
+    """The job in flight on `row`, as an observer needs it (asked at `now`)."""
     assert row.current_job is not None
     assert row.traversal_id is not None
     return job_for(
@@ -101,4 +101,5 @@ def job_in_flight(
         type_name=row.type,
         physical_id=physical_id,
         properties=row.job_properties or {},
+        now=now,
     )

@@ -95,5 +95,5 @@ async def fail_stack(
     shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
 ) -> None:
     await fail_or_roll_back(
-        tx, stack, traversal, reason, fx, definitions=shell.definitions, answers=shell.answers
+        tx, stack, traversal, reason, fx, definitions=shell.definitions, answers=shell.answers, ids=shell.ids
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from services.engine.core.model import ResourceRow
 from services.engine.core.quotas import Quotas
 from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.gates import Gates
 from services.engine.nested.answer import Answers
@@ -44,6 +45,8 @@ class Shell:
     # Hooks and converge's observations, between a node's decision and its action.
     gates: Gates
     children: Children  # nested stack jobs: a child stack's operation
+    clock: Clock = WALL_CLOCK  # job deadlines, wait conditions
+    ids: Ids = RANDOM_IDS  # job and traversal ids
 
 
 async def update_row(tx: Tx, row: ResourceRow, change: ResourceChange) -> None:

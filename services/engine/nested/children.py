@@ -32,7 +32,6 @@ rollback does) and cancels its own children the same way.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +39,7 @@ import structlog
 
 from services.engine.core.child_attributes import removed_names
 from services.engine.core.child_goals import ChildGoal
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId
 from services.engine.core.nesting import (
     GROUP_TYPE,
     SCALING_TYPE,
@@ -51,6 +50,7 @@ from services.engine.core.nesting import (
 )
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas, stack_quota_message, tree_refusal
 from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
 from services.engine.goals import load_child_goal
@@ -82,7 +82,9 @@ class Children:
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
+        self._ids = ids  # child stacks', their templates' and traversals' ids
         self._constraints = constraints
         self._definitions = definitions
         self._types = types
@@ -152,6 +154,7 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
     async def _claim(
@@ -181,13 +184,16 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
     async def _stack_action(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
         locked, existing = await self._claim(tx, child, job)
         action = Action(job.action.value.upper())
         assert action in STACK_ACTIONS
-        await begin_stack_action(tx, locked, action=action, fx=fx, existing=existing, answers=self._answers)
+        await begin_stack_action(
+            tx, locked, action=action, fx=fx, existing=existing, answers=self._answers, ids=self._ids
+        )
 
     async def _converge(
         self,
@@ -208,7 +214,7 @@ class Children:
             )
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
-        child_id = child.stack_id if child is not None else StackId(uuid.uuid4())
+        child_id = child.stack_id if child is not None else self._ids.stack()
         draft = child or StackRow(
             child_id,
             parent.project_id,
@@ -272,6 +278,7 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
         if row.traversal_id is not None and await tx.converges(row.traversal_id):
             await tx.set_converge(traversal)  # `converge: true` reaches the child's resources too
@@ -367,7 +374,7 @@ class Children:
         parameters: Mapping[str, Any],
         files: Mapping[str, str],
     ) -> TemplateId:
-        template_id = TemplateId(uuid.uuid4())
+        template_id = self._ids.template()
         record = TemplateRecord(template_id, template, environment, files, parameters)
         await tx.insert_template(child.stack_id, record)
         self._definitions.put(template_id, definition)
@@ -391,16 +398,16 @@ class Children:
         child = await tx.stack(StackId(msg.stack_id), lock=True)
         if child is None or not answering(child):
             return
-        await stop_stack(tx, child, rows, fx, answers=self._answers)
+        await stop_stack(tx, child, rows, fx, answers=self._answers, ids=self._ids)
 
 
 async def stop_stack(
-    tx: Tx, stack: StackRow, rows: list[ResourceRow], fx: Effects, *, answers: Answers | None
+    tx: Tx, stack: StackRow, rows: list[ResourceRow], fx: Effects, *, answers: Answers | None, ids: Ids
 ) -> None:
     """End `stack`'s operation where it is (FAILED, cancelled) and cancel its children's.
     `rows` are its rows, claimed in this transaction."""
     reason = f"Stack {stack.action.value} cancelled"
-    await tx.stop_operation(stack.stack_id, TraversalId(uuid.uuid4()), reason)
+    await tx.stop_operation(stack.stack_id, ids.traversal(), reason)
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
     cancelled = cancel_children(rows, fx)
     if answers is not None:

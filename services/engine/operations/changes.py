@@ -25,15 +25,15 @@ children, so its abandon data can adopt them again.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
 from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import DefinitionCache, identity_of
 from services.engine.effects import Effects
@@ -72,7 +72,9 @@ class Operations:
         quotas: Quotas = DEFAULT_QUOTAS,
         templates: TemplateRunner = INLINE,
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
+        self._ids = ids  # new stacks', templates' and traversals' ids
         self._constraints = constraints
         self._store = store
         self._outbox = outbox
@@ -115,7 +117,7 @@ class Operations:
         """Create a stack; with `adopt` (resource name -> physical id, from another
         stack's abandon data, or the goal's `adopt_stack_data`) those resources are
         taken over as they are, not created."""
-        stack_id = StackId(uuid.uuid4())
+        stack_id = self._ids.stack()
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
         loaded = await self.load(goal, draft)
         definition, goal = loaded.definition, loaded.goal
@@ -206,7 +208,9 @@ class Operations:
     async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         effects = Effects()
         async with self._store.transaction() as tx:
-            traversal = await begin_action(tx, stack_id, action, effects, answers=self._answers)
+            traversal = await begin_action(
+                tx, stack_id, action, effects, answers=self._answers, ids=self._ids
+            )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
@@ -216,7 +220,7 @@ class Operations:
         `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            data = await abandon_stack(tx, stack_id, effects)
+            data = await abandon_stack(tx, stack_id, effects, ids=self._ids)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return data
@@ -229,7 +233,13 @@ class Operations:
         effects = Effects()
         async with self._store.transaction() as tx:
             await cancel_operation(
-                tx, stack_id, effects, rollback=rollback, definitions=self._definitions, answers=self._answers
+                tx,
+                stack_id,
+                effects,
+                rollback=rollback,
+                definitions=self._definitions,
+                answers=self._answers,
+                ids=self._ids,
             )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
@@ -305,7 +315,7 @@ class Operations:
         fx: Effects,
         existing: list[ResourceRow],
     ) -> TraversalId:
-        template_id = TemplateId(uuid.uuid4())
+        template_id = self._ids.template()
         record = TemplateRecord(
             template_id, goal.template, goal.environment, goal.files, goal.parameters, goal.source
         )
@@ -320,6 +330,7 @@ class Operations:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
 
