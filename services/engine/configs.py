@@ -25,7 +25,13 @@ import json
 import uuid
 from collections.abc import Mapping
 
-from services.engine.deployments import gone_on_check, is_deployment_type, reap_deployment, run_deployment_job
+from services.engine.deployments import (
+    failed_run,
+    gone_on_check,
+    is_deployment_type,
+    reap_deployment,
+    run_deployment_job,
+)
 from services.engine.store.tx import Tx
 from shared.errors import PermanentError
 from shared.plugins import ResourceType
@@ -63,12 +69,7 @@ async def run_config_job(
     try:
         return await _run(tx, job, types, max_bytes)
     except PermanentError as exc:
-        return _result(
-            job,
-            JobOutcome.FAILED,
-            physical_id=job.physical_id,
-            reason=f"Resource {job.action.upper()} failed: {exc}",
-        )
+        return failed_run(job, exc)
 
 
 def _result(job: ResourceJob, outcome: JobOutcome, **fields: object) -> JobResult:

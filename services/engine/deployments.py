@@ -97,6 +97,13 @@ def _result(job: ResourceJob, outcome: JobOutcome, **fields: Any) -> JobResult:
     return JobResult.for_job(job, outcome, reporter="result", **fields)
 
 
+def failed_run(job: ResourceJob, error: PermanentError) -> JobResult:
+    """The result of a config or deployment job that cannot succeed (bad input, something
+    missing): FAILED, with the reason."""
+    reason = f"Resource {job.action.upper()} failed: {error}"
+    return _result(job, JobOutcome.FAILED, physical_id=job.physical_id, reason=reason)
+
+
 def gone_on_check(job: ResourceJob, reason: str) -> JobResult:
     """The result of a job whose stored config or deployment no longer exists (`reason`):
     a check finds the resource gone (the next update makes it again); any other action
@@ -154,12 +161,7 @@ async def run_deployment_job(
     try:
         return await _run(tx, job, types)
     except PermanentError as exc:
-        return _result(
-            job,
-            JobOutcome.FAILED,
-            physical_id=job.physical_id,
-            reason=f"Resource {job.action.upper()} failed: {exc}",
-        )
+        return failed_run(job, exc)
 
 
 async def _run(tx: Tx, job: ResourceJob, types: Mapping[str, type[ResourceType]]) -> JobResult | None:
