@@ -25,7 +25,13 @@ import json
 import uuid
 from collections.abc import Mapping
 
-from services.engine.deployments import is_deployment_type, reap_deployment, run_deployment_job
+from services.engine.deployments import (
+    failed_run,
+    gone_on_check,
+    is_deployment_type,
+    reap_deployment,
+    run_deployment_job,
+)
 from services.engine.store.tx import Tx
 from shared.errors import PermanentError
 from shared.plugins import ResourceType
@@ -64,12 +70,7 @@ async def run_config_job(
     try:
         return await _run(tx, job, types, max_bytes)
     except PermanentError as exc:
-        return _result(
-            job,
-            JobOutcome.FAILED,
-            physical_id=job.physical_id,
-            reason=f"Resource {job.action.upper()} failed: {exc}",
-        )
+        return failed_run(job, exc)
 
 
 def _result(job: ResourceJob, outcome: JobOutcome, **fields: object) -> JobResult:
@@ -121,14 +122,7 @@ async def _run(
             job, JobOutcome.REPLACE, physical_id=job.physical_id, reason="a software config is immutable"
         )
     if record is None:
-        if job.action is JobAction.CHECK:
-            return _result(
-                job,
-                JobOutcome.GONE,
-                physical_id=job.physical_id,
-                reason="the software config no longer exists",
-            )
-        raise PermanentError("the software config no longer exists")
+        return gone_on_check(job, "the software config no longer exists")
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
     # CHECK, SUSPEND, RESUME: the config is there; nothing to pause.

@@ -39,12 +39,14 @@ from __future__ import annotations
 import hmac
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.core.row_change import ResourceChange
 from services.engine.deployment_urls import new_token, signal_url
 from services.engine.effects import Effects
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentChange, DeploymentRecord
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, NotFound, PermanentError
 from shared.plugins import ResourceType
@@ -106,6 +108,22 @@ def _result(job: ResourceJob, outcome: JobOutcome, **fields: Any) -> JobResult:
     return JobResult.for_job(job, outcome, reporter="result", **fields)
 
 
+def failed_run(job: ResourceJob, error: PermanentError) -> JobResult:
+    """The result of a config or deployment job that cannot succeed (bad input, something
+    missing): FAILED, with the reason."""
+    reason = f"Resource {job.action.upper()} failed: {error}"
+    return _result(job, JobOutcome.FAILED, physical_id=job.physical_id, reason=reason)
+
+
+def gone_on_check(job: ResourceJob, reason: str) -> JobResult:
+    """The result of a job whose stored config or deployment no longer exists (`reason`):
+    a check finds the resource gone (the next update makes it again); any other action
+    cannot run (PermanentError)."""
+    if job.action is not JobAction.CHECK:
+        raise PermanentError(reason)
+    return _result(job, JobOutcome.GONE, physical_id=job.physical_id, reason=reason)
+
+
 def attributes_of(record: DeploymentRecord) -> dict[str, Any]:
     """The resource's attributes: the three standard outputs (None until signalled) and
     every output the agent reported."""
@@ -164,12 +182,7 @@ async def run_deployment_job(
     try:
         return await _run(tx, job, types, api_url)
     except PermanentError as exc:
-        return _result(
-            job,
-            JobOutcome.FAILED,
-            physical_id=job.physical_id,
-            reason=f"Resource {job.action.upper()} failed: {exc}",
-        )
+        return failed_run(job, exc)
 
 
 #: The actions of an existing deployment that may be delivered to its server (and waited for).
@@ -194,14 +207,7 @@ async def _run(
             raise PermanentError("the software deployment no longer exists")
         return await _deliver(tx, job, cls, record, job.action.value.upper(), api_url)
     if record is None:
-        if job.action is JobAction.CHECK:
-            return _result(
-                job,
-                JobOutcome.GONE,
-                physical_id=job.physical_id,
-                reason="the software deployment no longer exists",
-            )
-        raise PermanentError("the software deployment no longer exists")
+        return gone_on_check(job, "the software deployment no longer exists")
     if job.action is JobAction.SNAPSHOT:
         raise PermanentError(f"{job.resource_type} takes no snapshots")
     if job.action in (JobAction.SUSPEND, JobAction.RESUME):
@@ -274,15 +280,14 @@ async def _deliver(
         )
     elif record.config_id != config_id:  # not a replay of this very job
         old = record.config_id
-        updated = await tx.update_software_deployment(
-            job.project_id,
-            record.deployment_id,
+        change = DeploymentChange(
             config_id=config_id,
             input_values=props.input_values,
             action=action,
             status=status,
             status_reason=reason,
         )
+        updated = await tx.update_software_deployment(job.project_id, record.deployment_id, change)
         assert updated is not None
         record = updated
         await tx.delete_software_config(job.project_id, old)
@@ -299,7 +304,7 @@ async def _own(tx: Tx, job: ResourceJob, deployment_id: uuid.UUID) -> None:
     row = await tx.resource(job.resource_id)
     if row is None or row.current_job != job.job_id or row.physical_id is not None:
         return
-    if not await tx.update_resource(row, physical_id=str(deployment_id)):
+    if not await tx.update_resource(row, ResourceChange(physical_id=str(deployment_id))):
         raise ConflictError(f"resource {row.name} changed while its deployment was written")
 
 
@@ -353,13 +358,12 @@ async def signalled(
     if record.status != IN_PROGRESS:
         return record
     status = COMPLETE if outcome.ok else FAILED
-    updated = await tx.update_software_deployment(
-        record.project_id,
-        record.deployment_id,
+    change = DeploymentChange(
         output_values=outcome.output_values,
         status=status,
         status_reason=status_reason if status_reason is not None else outcome.reason,
     )
+    updated = await tx.update_software_deployment(record.project_id, record.deployment_id, change)
     assert updated is not None
     if updated.stack_id is not None and updated.resource_name is not None:
         rows = await tx.current_resources(StackId(updated.stack_id), [updated.resource_name])
@@ -418,7 +422,7 @@ async def agent_may(tx: Tx, project_id: str, server_id: str, token: str) -> bool
 
 
 async def update_deployment(
-    tx: Tx, project_id: str, deployment_id: uuid.UUID, changes: Mapping[str, Any], fx: Effects
+    tx: Tx, project_id: str, deployment_id: uuid.UUID, change: DeploymentChange, fx: Effects
 ) -> DeploymentRecord:
     """`PUT /software_deployments/{id}` (checked by the API): a final status on an
     IN_PROGRESS deployment is its agent's signal (`signalled`, with the given outputs and
@@ -426,16 +430,16 @@ async def update_deployment(
     record = await tx.software_deployment(project_id, deployment_id, lock=True)
     if record is None:
         raise NotFound(f"Software deployment with id {deployment_id} not found")
-    rest = dict(changes)
-    status = rest.get("status")
+    rest = change
+    status = change.status
     if record.status == IN_PROGRESS and status in (COMPLETE, FAILED):
-        outputs = dict(rest.pop("output_values", None) or record.output_values)
-        reason = rest.pop("status_reason", None)
-        rest.pop("status")
+        outputs = dict(change.output_values or record.output_values)
+        reason = change.status_reason
+        rest = replace(change, output_values=None, status_reason=None, status=None)
         outcome = SignalOutcome(status == COMPLETE, outputs, reason or f"Outputs received ({status})")
         record = await signalled(tx, record, outcome, fx, status_reason=reason)
-    if rest:
-        updated = await tx.update_software_deployment(project_id, deployment_id, **rest)
+    if not rest.empty:
+        updated = await tx.update_software_deployment(project_id, deployment_id, rest)
         assert updated is not None
         record = updated
     return record

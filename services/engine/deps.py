@@ -8,8 +8,10 @@ convergence shell (`convergence.Convergence`, and through it the gates and the
 nested-stack jobs, `nested.children.Children`), observation (`observation`)
 and healing (`healing`). It holds the store and the outbox (how they read and
 write), the goals cache (`definitions`), the plugin types, the limits and
-quotas from the settings, the template pool, the custom constraints, and the
-one `nested.answer.Answers` that tells a parent job its child stack's outcome.
+quotas from the settings, the template pool, the custom constraints, the
+one `nested.answer.Answers` that tells a parent job its child stack's outcome,
+and where time and new ids come from (`core.sources`: the wall clock and
+random UUIDs unless a test passes its own).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from services.engine.configs import DEFAULT_CONFIG_BYTES
 from services.engine.core.quotas import DEFAULT_QUOTAS, Quotas
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.deployments import DEFAULT_API_URL
 from services.engine.nested.answer import Answers
@@ -42,6 +45,8 @@ class EngineDeps:
     config_bytes: int  # the largest config a config resource stores
     answers: Answers  # a child stack's operation answering its parent's job
     api_url: str  # the engine API's public base (deployment signal URLs, TEMP_URL_SIGNAL)
+    clock: Clock  # seconds since the epoch: deadlines, pauses, looks (`core.sources`)
+    ids: Ids  # new stacks', templates', traversals' and jobs' ids
 
     @classmethod
     def build(
@@ -56,6 +61,8 @@ class EngineDeps:
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         config_bytes: int = DEFAULT_CONFIG_BYTES,
         api_url: str = DEFAULT_API_URL,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
     ) -> EngineDeps:
         """The record, with the goals cache and the answers built from what it is given."""
         definitions = DefinitionCache(types=types, limits=limits, templates=templates)
@@ -71,4 +78,6 @@ class EngineDeps:
             config_bytes=config_bytes,
             answers=Answers(definitions=definitions, types=types, templates=templates),
             api_url=api_url,
+            clock=clock,
+            ids=ids,
         )

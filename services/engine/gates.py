@@ -24,7 +24,6 @@ paused across engine restarts, and a lost look is sent again.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -47,6 +46,7 @@ from services.engine.core.gates import (
 )
 from services.engine.core.model import Action, Node, ResourceRow, StackId, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
+from services.engine.core.row_change import NO_CHANGE, ResourceChange
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -74,6 +74,8 @@ class Gates:
         self._outbox = deps.outbox
         self._definitions = deps.definitions
         self._types = deps.types
+        self._clock = deps.clock  # a pause's end and a look's deadline (seconds since the epoch)
+        self._ids = deps.ids
         self._converging: OrderedDict[TraversalId, bool] = OrderedDict()
 
     # -- in a check -------------------------------------------------------------
@@ -145,13 +147,13 @@ class Gates:
             return True
         if decided.step is Step.STILL_WAITING:
             if gate == OBSERVE:  # its look (or the answer) may have been lost: ask again
-                fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
+                fx.emit(OBSERVE_QUEUE, self._look(stack, row, traversal, node))
             log.debug("gate_still_waiting", resource=row.name, gate=gate)
             return False
-        changes: dict[str, Any] = {"gate_traversal": traversal, "gate_node": node, "gate_waiting": gate}
+        reached = ResourceChange(gate_traversal=traversal, gate_node=node, gate_waiting=gate)
         if gate == PAUSE:
-            changes["gate_until"] = time.time() + pause
-        if not await tx.update_resource(row, gate_passed=state.passed, **changes):
+            reached |= ResourceChange(gate_until=self._clock() + pause)
+        if not await tx.update_resource(row, ResourceChange(gate_passed=state.passed) | reached):
             raise ConflictError(f"resource {row.resource_id} changed while reaching a gate; will retry")
         if is_hook(gate):
             reason = paused_reason(gate)
@@ -160,9 +162,26 @@ class Gates:
         elif gate == PAUSE:
             log.info("batch_pause", resource=row.name, seconds=pause)
         else:
-            fx.emit(OBSERVE_QUEUE, _look(stack, row, traversal, node))
+            fx.emit(OBSERVE_QUEUE, self._look(stack, row, traversal, node))
             log.info("observing_before_deciding", resource=row.name)
         return False
+
+    def _look(self, stack: StackRow, row: ResourceRow, traversal: TraversalId, node: Node) -> ObserveResource:
+        """The look a node's check waits for: the resource as last applied, to an observer."""
+        now = self._clock()
+        job = job_for(
+            stack,
+            row,
+            job_id=f"look-{self._ids.job()}",
+            traversal=traversal,
+            action=JobAction.CHECK,
+            type_name=row.type,
+            physical_id=row.physical_id,
+            properties=row.properties or {},
+            now=now,
+        )
+        job = job.model_copy(update={"deadline": now + LOOK_SECONDS})
+        return ObserveResource(job=job, cycle=0, gate_traversal=str(traversal), gate_node=node)
 
     async def _converges(self, tx: Tx, traversal: TraversalId) -> bool:
         known = self._converging.get(traversal)
@@ -190,7 +209,7 @@ class Gates:
         if state.waiting != hook or not current or state.traversal is None or state.node is None:
             raise HookNotSet(f'The "{hook}" hook is not defined on resource {row.name} of stack {stack.name}')
         passed = state.passed | {hook}
-        if not await tx.update_resource(row, gate_waiting=None, gate_passed=passed):
+        if not await tx.update_resource(row, ResourceChange(gate_waiting=None, gate_passed=passed)):
             raise ConflictError(f"{row.name} changed while its hook was cleared; retry")
         reason = cleared_reason(hook)
         fx.event(stack.stack_id, row.name, row.physical_id, row.type, row.action, row.status, reason)
@@ -230,7 +249,7 @@ class Gates:
         if row is None or state != GateState(traversal, node, OBSERVE, state.passed):
             log.debug("look_outdated", resource_id=report.resource_id)
             return
-        changes: dict[str, Any] = {}
+        changes = NO_CHANGE
         cls = self._types.get(row.type)
         if cls is not None and row.physical_id == report.physical_id:
             applied = row.properties or {}
@@ -241,24 +260,8 @@ class Gates:
                 fx.event(row.stack_id, row.name, row.physical_id, row.type, "OBSERVE", "DRIFTED", reason)
                 log.info("observed_drift", resource=row.name, kind=drift.kind.value)
         passed = state.passed | {OBSERVE}
-        if not await tx.update_resource(row, gate_waiting=None, gate_passed=passed, **changes):
+        if not await tx.update_resource(row, ResourceChange(gate_waiting=None, gate_passed=passed) | changes):
             raise ConflictError(f"resource {row.resource_id} changed while its look was recorded; will retry")
         stack = await tx.stack(StackId(row.stack_id))
         if stack is not None and stack.current_traversal == traversal:
             fx.check(stack.stack_id, traversal, node, row.resource_id)
-
-
-def _look(stack: StackRow, row: ResourceRow, traversal: TraversalId, node: Node) -> ObserveResource:
-    """The look a node's check waits for: the resource as last applied, to an observer."""
-    job = job_for(
-        stack,
-        row,
-        job_id=f"look-{uuid.uuid4().hex}",
-        traversal=traversal,
-        action=JobAction.CHECK,
-        type_name=row.type,
-        physical_id=row.physical_id,
-        properties=row.properties or {},
-    )
-    job = job.model_copy(update={"deadline": time.time() + LOOK_SECONDS})
-    return ObserveResource(job=job, cycle=0, gate_traversal=str(traversal), gate_node=node)

@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 
 class Healing:
     def __init__(self, deps: EngineDeps, *, policy: HealPolicy) -> None:
+        self._ids = deps.ids  # a heal's traversal id (its time is the database's: `tx.rounds_to_close`)
         self._store = deps.store
         self._outbox = deps.outbox
         self._definitions = deps.definitions
@@ -101,7 +102,7 @@ class Healing:
         by_id = {r.resource_id: r for r in existing}
         for resource_id, changes in decision.marks.items():
             row = by_id[ResourceId(resource_id)]
-            if not await tx.update_resource(row, **changes):
+            if not await tx.update_resource(row, changes):
                 raise ConflictError(f"resource {row.resource_id} changed while healing; will retry")
         stack = await tx.stack(stack_id)
         assert stack is not None
@@ -116,6 +117,7 @@ class Healing:
             fx=fx,
             existing=await tx.resources(stack_id),
             reason=decision.reason,
+            ids=self._ids,
         )
         await tx.heal_started(stack_id, traversal, attempts=decision.attempts)
         log.info("healing", stack_id=str(stack_id), reason=decision.reason, attempt=decision.attempts)

@@ -1,14 +1,13 @@
 """The jobs the engine sends and the data dependents read, built from rows.
 
 `job_for` makes the `ResourceJob` for an action on a row; `deadline_for` is
-when it is abandoned (the stack's timeout, else an hour, from now: it reads
-the wall clock, the one thing here that is not pure); `reference_data` is
+when it is abandoned (the stack's timeout, else an hour, from `now`, which the
+caller reads from its injected clock, `core.sources`); `reference_data` is
 what a completed resource passes to the resources that depend on it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,9 +22,9 @@ from shared.protocol import JobAction, ResourceJob
 DEFAULT_JOB_SECONDS = 3600.0
 
 
-def deadline_for(stack: StackRow | None) -> float:
+def deadline_for(stack: StackRow | None, *, now: float) -> float:
     minutes = stack.timeout_mins if stack is not None else None
-    return time.time() + (minutes * 60.0 if minutes else DEFAULT_JOB_SECONDS)
+    return now + (minutes * 60.0 if minutes else DEFAULT_JOB_SECONDS)
 
 
 def job_for(
@@ -38,9 +37,10 @@ def job_for(
     type_name: str,
     physical_id: str | None,
     properties: Mapping[str, Any],
+    now: float,
     previous: Mapping[str, Any] | None = None,
 ) -> ResourceJob:
-    """The job message for an action on `row`."""
+    """The job message for an action on `row`, sent at `now`."""
     return ResourceJob(
         job_id=job_id,
         stack_id=str(row.stack_id),
@@ -54,7 +54,7 @@ def job_for(
         physical_id=physical_id,
         properties=dict(properties),
         previous_properties=dict(previous or {}) or None,
-        deadline=deadline_for(stack),
+        deadline=deadline_for(stack, now=now),
         snapshot_first=action is JobAction.DELETE and row.deletion_policy == "Snapshot",
     )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.engine.core.model import Action, ResourceRow, StackId, Status
+from services.engine.core.row_change import ResourceChange
 from services.engine.effects import Effects
 from services.engine.store import Store
 from shared.errors import ConflictError, NotFound
@@ -64,9 +65,8 @@ async def mark_unhealthy(store: Store, stack_id: StackId, name: str, *, unhealth
         change = verdict(row, unhealthy=unhealthy, reason=reason)
         if change is None:
             return
-        if not await tx.update_resource(
-            row, action=change.action, status=change.status, status_reason=change.reason
-        ):
+        marked = ResourceChange(action=change.action, status=change.status, status_reason=change.reason)
+        if not await tx.update_resource(row, marked):
             raise ConflictError(f"resource {name} changed while being marked; retry")
         fx.event(
             stack_id, name, row.physical_id, row.type, change.action.value, change.status.value, change.reason

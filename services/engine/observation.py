@@ -26,7 +26,6 @@ is still to come (a later round heals the rest).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +43,7 @@ from services.engine.core.model import (
     TraversalId,
     forward,
 )
+from services.engine.core.row_change import ResourceChange
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
@@ -89,6 +89,8 @@ class Observing:
         self._outbox = deps.outbox
         self._definitions = deps.definitions
         self._types = deps.types
+        self._clock = deps.clock  # a look's deadline (seconds since the epoch)
+        self._ids = deps.ids
 
     # -- control --------------------------------------------------------------
 
@@ -163,17 +165,19 @@ class Observing:
         return row.exists and row.replaced_by is None and row.current_job is None and row.type in self._types
 
     def _look(self, stack: StackRow, row: ResourceRow, cycle: int) -> ObserveResource:
+        now = self._clock()
         job = job_for(
             stack,
             row,
-            job_id=f"look-{uuid.uuid4().hex}",
+            job_id=f"look-{self._ids.job()}",
             traversal=stack.current_traversal or NO_TRAVERSAL,
             action=JobAction.CHECK,
             type_name=row.type,
             physical_id=row.physical_id,
             properties=row.properties or {},
+            now=now,
         )
-        deadline = time.time() + LOOK_SECONDS
+        deadline = now + LOOK_SECONDS
         return ObserveResource(job=job.model_copy(update={"deadline": deadline}), cycle=cycle)
 
     async def changed(self, message: ResourceChanged) -> None:
@@ -250,6 +254,6 @@ class Observing:
             await _mark(tx, row, heal_marks(drift))
 
 
-async def _mark(tx: Tx, row: ResourceRow, changes: Mapping[str, Any]) -> None:
-    if not await tx.update_resource(row, **changes):
+async def _mark(tx: Tx, row: ResourceRow, change: ResourceChange) -> None:
+    if not await tx.update_resource(row, change):
         raise ConflictError(f"resource {row.resource_id} changed while marking its drift; will retry")

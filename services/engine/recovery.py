@@ -193,6 +193,7 @@ class Recovery:
             type_name=row.type,
             physical_id=row.physical_id,
             properties=row.job_properties or {},
+            now=self._clock(),
             previous=None if observing else row.properties,
         )
         if not observing:

@@ -39,6 +39,7 @@ from services.engine.core.nesting import (
     scaling_state,
     without_digest,
 )
+from services.engine.core.row_change import ResourceChange
 from services.engine.core.scaling import Cooldown, Group, Policy, decide_signal
 from services.engine.effects import Effects
 from services.engine.nested.children import Children
@@ -133,11 +134,11 @@ class Scaler:
         assert decision.policy_cooldown is not None
         assert decision.group_cooldown is not None
         policy_attributes = {**policy.attributes, COOLDOWN_ATTRIBUTE: decision.policy_cooldown.as_dict()}
-        if not await tx.update_resource(policy, attributes=policy_attributes):
+        if not await tx.update_resource(policy, ResourceChange(attributes=policy_attributes)):
             raise ConflictError(f"{policy.name} changed while scaling; retry")
         decided = replace(state, size=decision.size, cooldown=decision.group_cooldown.as_dict())
         group_attributes = {**group.attributes, SCALING_STATE_OUTPUT: decided.as_dict()}
-        if not await tx.update_resource(group, attributes=group_attributes):
+        if not await tx.update_resource(group, ResourceChange(attributes=group_attributes)):
             raise ConflictError(f"{group.name} changed while scaling; retry")
         updated = await tx.resource(group.resource_id)
         assert updated is not None

@@ -35,7 +35,6 @@ import itertools
 import os
 import random
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping
 
@@ -49,6 +48,7 @@ from services.engine.conflicts import retry_conflicts
 from services.engine.convergence import Convergence
 from services.engine.core.healing import HealPolicy
 from services.engine.core.quotas import Quotas
+from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.deployments import DEFAULT_API_URL
 from services.engine.deps import EngineDeps
 from services.engine.healing import Healing
@@ -112,7 +112,8 @@ class EngineService:
         constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
         draw: Callable[[], float] = random.random,
         public_api_url: str = DEFAULT_API_URL,
     ) -> None:
@@ -125,6 +126,7 @@ class EngineService:
         self._api_limits = api_limits
         self._pool_size = pool.get_max_size()
         self._clock = clock
+        self._ids = ids
         self._stall_check_seconds = tuning.stall_check_seconds
         self._recover_at_start = recover_at_start
         self.store = Store(pool, engine_id=engine_id)
@@ -149,6 +151,8 @@ class EngineService:
             constraints=constraints,
             config_bytes=api_limits.config_bytes,
             api_url=public_api_url,
+            clock=clock,
+            ids=ids,
         )
         self.definitions = deps.definitions
         self.queries = Queries(pool)
@@ -188,7 +192,8 @@ class EngineService:
         recover_at_start: bool = False,
         registry: CollectorRegistry | None = None,
         engine_id: uuid.UUID | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = WALL_CLOCK,
+        ids: Ids = RANDOM_IDS,
         draw: Callable[[], float] = random.random,
     ) -> EngineService:
         """The engine as `settings` configure it: the one way every host builds it
@@ -198,12 +203,13 @@ class EngineService:
         INLINE runs template work on the caller's thread), the supervisor of its
         tasks, the metrics registry; `recover_at_start` when the bus starts empty
         (the in-process one: all work in flight is sent again once the lease is
-        held); `engine_id` (a fresh one by default); and the clock and randomness."""
+        held); `engine_id` (a fresh one by default); and the clock, the source of new
+        ids and randomness (`core.sources`: real ones unless a test passes its own)."""
         return cls(
             pool=pool,
             bus=bus,
             types=types,
-            engine_id=engine_id if engine_id is not None else uuid.uuid4(),
+            engine_id=engine_id if engine_id is not None else ids.new(),
             supervisor=supervisor,
             tuning=engine_tuning(settings),
             limits=template_limits(settings),
@@ -215,6 +221,7 @@ class EngineService:
             recover_at_start=recover_at_start,
             registry=registry,
             clock=clock,
+            ids=ids,
             draw=draw,
             public_api_url=public_url(settings),
         )
@@ -234,7 +241,8 @@ class EngineService:
                 per_handle=self._api_limits.signals_per_handle,
                 reason_chars=self._api_limits.signal_reason_chars,
                 gates=self.convergence.gates,
-                scaler=Scaler(children=self.convergence.children),
+                scaler=Scaler(children=self.convergence.children, clock=self._clock),
+                clock=self._clock,
             ),
             observing=self.observing,
             snapshots=Snapshots(
@@ -244,6 +252,7 @@ class EngineService:
                 answers=self.deps.answers,
                 types=self.types,
                 per_stack=self._api_limits.snapshots_per_stack,
+                ids=self._ids,
             ),
             templates=self.templates,
             api_limits=self._api_limits,
@@ -356,7 +365,9 @@ class EngineService:
             await asyncio.sleep(every)
             try:
                 await self.convergence.expire_overdue(now=self._clock())
-                await self.convergence.gates.end_pauses(now=time.time())  # due times are wall-clock
+                await self.convergence.gates.end_pauses(
+                    now=self._clock()
+                )  # due times: seconds since the epoch
             except (StoreUnavailable, ConflictError) as exc:
                 log.warning("timeout_scan_failed", error=str(exc))
 

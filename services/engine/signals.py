@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import hmac
 import math
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status
+from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import WALL_CLOCK, Clock
 from services.engine.deployment_urls import token_ok
 from services.engine.deployments import (
     agent_may,
@@ -58,7 +59,7 @@ from services.engine.gates import Gates
 from services.engine.outbox import Outbox
 from services.engine.scaling import POLICY_TYPE, Scaler
 from services.engine.store import Store
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentChange, DeploymentRecord
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, InvalidInput, NotFound, PermanentError
 from shared.plugins.base import ObservedState
@@ -140,12 +141,14 @@ def condition_result(condition: ResourceRow, handle: ResourceRow, *, now: float)
     )
 
 
-async def settle_waiting_conditions(tx: Tx, stack_id: StackId, handle: ResourceRow, fx: Effects) -> None:
-    """Queue the outcome of every condition waiting on `handle` that its signals decide."""
+async def settle_waiting_conditions(
+    tx: Tx, stack_id: StackId, handle: ResourceRow, fx: Effects, *, now: float
+) -> None:
+    """Queue the outcome of every condition waiting on `handle` that its signals decide (at `now`)."""
     if handle.physical_id is None:
         return
     for condition in await tx.waiting_conditions(stack_id, CONDITION, handle.physical_id):
-        result = condition_result(condition, handle, now=time.time())
+        result = condition_result(condition, handle, now=now)
         if result is not None:
             fx.emit(ENGINE_QUEUE, result)
 
@@ -174,7 +177,9 @@ class Signals:
         reason_chars: int = 255,
         gates: Gates | None = None,
         scaler: Scaler | None = None,
+        clock: Clock = WALL_CLOCK,
     ) -> None:
+        self._clock = clock  # when a wait condition's signals arrived (seconds since the epoch)
         self._scaler = scaler
         self._store = store
         self._outbox = outbox
@@ -263,12 +268,12 @@ class Signals:
         received = normalise_signal(data, number=len(signals) + 1)
         received = replace(received, reason=cut(received.reason, self._reason_chars))
         attributes = {**handle.attributes, "signals": [*signals, received.as_dict()]}
-        if not await tx.update_resource(handle, attributes=attributes):
+        if not await tx.update_resource(handle, ResourceChange(attributes=attributes)):
             raise ConflictError(f"{name} changed while signalling; retry")
         fx.event(stack_id, name, handle.physical_id, handle.type, "SIGNAL", "COMPLETE", received.reason)
         updated = await tx.resource(handle.resource_id)
         assert updated is not None
-        await settle_waiting_conditions(tx, stack_id, updated, fx)
+        await settle_waiting_conditions(tx, stack_id, updated, fx, now=self._clock())
         return await fx.commit(tx)
 
     async def agent_may(self, project_id: str, server_id: str, token: str) -> bool:
@@ -280,7 +285,7 @@ class Signals:
         self,
         project_id: str,
         deployment_id: uuid.UUID,
-        changes: Mapping[str, Any],
+        change: DeploymentChange,
         *,
         token: str,
         project_token_ok: bool,
@@ -296,7 +301,7 @@ class Signals:
                 raise Unauthorized("the X-Auth-Token is not the agent token of the deployment's server")
             if record is None:
                 raise NotFound(f"Software deployment with id {deployment_id} not found")
-            record = await update_deployment(tx, project_id, deployment_id, changes, fx)
+            record = await update_deployment(tx, project_id, deployment_id, change, fx)
             ids = await fx.commit(tx)
         await self._outbox.publish(ids, fx.messages)
         return record

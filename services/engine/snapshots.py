@@ -30,6 +30,7 @@ from services.engine.core.snapshots import (
     shown_status,
     stack_document,
 )
+from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.effects import Effects
 from services.engine.goals import Goal
 from services.engine.nested.answer import Answers
@@ -63,7 +64,9 @@ class Snapshots:
         answers: Answers,
         types: Mapping[str, type[ResourceType]],
         per_stack: int = 32,
+        ids: Ids = RANDOM_IDS,
     ) -> None:
+        self._ids = ids  # a snapshot's id is its traversal's
         self._store = store
         self._outbox = outbox
         self._operations = operations
@@ -93,7 +96,13 @@ class Snapshots:
                 )
             document = await self._document(tx, stack, existing)
             snapshot_id = await begin_stack_action(
-                tx, stack, action=Action.SNAPSHOT, fx=fx, existing=existing, answers=self._answers
+                tx,
+                stack,
+                action=Action.SNAPSHOT,
+                fx=fx,
+                existing=existing,
+                answers=self._answers,
+                ids=self._ids,
             )
             await tx.insert_snapshot(snapshot_id, stack_id, name, document)
             after = await tx.stack(stack_id)

@@ -17,7 +17,6 @@ third copy is created, and its dependents move back to it.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +36,8 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.core.model import resource_of as row_of
+from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.nested.answer import Answers
@@ -61,10 +62,12 @@ async def begin_traversal(
     existing: list[ResourceRow],
     reason: str = "",
     answers: Answers | None = None,
+    ids: Ids,
 ) -> TraversalId:
     """`existing` are the stack's rows from `Tx.claim_resources` in this transaction;
-    `answers` answers a parent's job when the operation ends at once (a child stack)."""
-    traversal = TraversalId(uuid.uuid4())
+    `answers` answers a parent's job when the operation ends at once (a child stack);
+    the traversal's id comes from `ids`."""
+    traversal = ids.traversal()
     if action is Action.ROLLBACK:
         existing = await _restore_originals(tx, existing, template_id)
     current: dict[str, ResourceId] = {r.name: r.resource_id for r in existing if r.replaced_by is None}
@@ -104,12 +107,13 @@ async def begin_stack_action(
     fx: Effects,
     existing: list[ResourceRow],
     answers: Answers | None = None,
+    ids: Ids,
 ) -> TraversalId:
     """Start a check, suspend, resume or snapshot: a traversal over the current resources
     that leaves the template as it is; each node runs `action` on its resource."""
     assert action in STACK_ACTIONS
     assert stack.current_template_id is not None
-    traversal = TraversalId(uuid.uuid4())
+    traversal = ids.traversal()
     current = [r for r in existing if r.replaced_by is None]
     graph = action_graph(current, reverse=action is Action.SUSPEND)
     reason = f"Stack {action.value} started"
@@ -190,9 +194,9 @@ async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: Templ
             and original.current_job is None  # not being deleted already
             and original.status is Status.COMPLETE
         ):
-            if not await tx.update_resource(original, replaced_by=None):
+            if not await tx.update_resource(original, ResourceChange(replaced_by=None)):
                 raise ConflictError(f"resource {original.resource_id} changed while rolling back")
-            if not await tx.update_resource(row, replaced_by=original.resource_id):
+            if not await tx.update_resource(row, ResourceChange(replaced_by=original.resource_id)):
                 raise ConflictError(f"resource {row.resource_id} changed while rolling back")
             log.info("original_restored", resource=row.name, original=original.resource_id)
     return await tx.claim_resources(rows[0].stack_id) if rows else rows
@@ -208,6 +212,7 @@ async def fail_or_roll_back(
     definitions: DefinitionCache,
     force_rollback: bool = False,
     answers: Answers | None = None,
+    ids: Ids,
 ) -> None:
     """The operation of `traversal` failed: roll back to the previous template,
     unless rollback is disabled (or this was a rollback or delete already). A
@@ -229,7 +234,7 @@ async def fail_or_roll_back(
         return
     target = stack.previous_template_id
     if target is None:
-        target = TemplateId(uuid.uuid4())
+        target = ids.template()
         await tx.insert_template(
             stack.stack_id,
             TemplateRecord(
@@ -247,4 +252,5 @@ async def fail_or_roll_back(
         existing=await tx.claim_resources(stack.stack_id),
         reason=f"Rolling back: {reason}",
         answers=answers,
+        ids=ids,
     )

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from services.engine.api.summaries import deployment_id, deployment_summary, group_size, kind_of
 from services.engine.core.nesting import SCALING_STATE_OUTPUT
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentRecord
 
 ASG, GROUP = "OS::Heat::AutoScalingGroup", "OS::Heat::ResourceGroup"
 

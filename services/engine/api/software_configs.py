@@ -29,7 +29,7 @@ from services.engine.api.requests import read_json
 from services.engine.api.stacks import url_project
 from services.engine.api.views import json_response, timestamp
 from services.engine.configs import config_size
-from services.engine.store.software_configs import ConfigRecord
+from services.engine.store.software_records import ConfigRecord
 from shared.plugins.builtin.software_config import UNGROUPED, ConfigInput, ConfigOutput
 
 MAX_LIST = 1000  # configs one page shows at most

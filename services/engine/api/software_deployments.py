@@ -53,7 +53,7 @@ from services.engine.api.software_configs import config_view
 from services.engine.api.stacks import url_project
 from services.engine.api.views import json_response, timestamp
 from services.engine.signals import Unauthorized
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentChange, DeploymentRecord
 
 MAX_LIST = 1000  # deployments one answer shows at most
 MAX_SERVER_CHARS = 255
@@ -194,14 +194,21 @@ class SoftwareDeploymentRoutes:
                 size=declared,
             )
         body: UpdateBody = _body(await read_json(request), UpdateBody, "update")
-        changes = body.model_dump(exclude_none=True)
-        if not authenticated and set(changes) - {"output_values", "status", "status_reason"}:
+        change = DeploymentChange(
+            config_id=body.config_id,
+            input_values=body.input_values,
+            output_values=body.output_values,
+            action=body.action,
+            status=body.status,
+            status_reason=body.status_reason,
+        )
+        if not authenticated and set(change.written()) - {"output_values", "status", "status_reason"}:
             raise unauthorized(AUTH_REQUIRED)  # an agent reports an outcome, nothing more
         try:
             record = await self._d.signals.put_deployment(
                 project,
                 deployment_id,
-                changes,
+                change,
                 token=request.headers.get("X-Auth-Token", ""),
                 project_token_ok=authenticated,
             )

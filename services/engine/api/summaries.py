@@ -33,7 +33,7 @@ from services.engine.api.errors import not_found
 from services.engine.api.views import json_response
 from services.engine.core.nesting import DEPLOYMENT_GROUPS, GROUP_TYPE, SCALING_TYPE, scaling_state
 from services.engine.store.queries import StackView
-from services.engine.store.software_deployments import DeploymentRecord
+from services.engine.store.software_records import DeploymentRecord
 from shared.plugins.builtin.software_deployment import DEPLOYMENT_TYPES
 
 #: Members of a deployment group shown at most (the rest are counted in `more_members`).

@@ -95,7 +95,7 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
         if superseded(await tx.stack(stack.stack_id), traversal):
             log.debug("check_superseded", node=msg.node)
             return
-        if not await tx.update_resource(row, **waiting_on(traversal, node)):
+        if not await tx.update_resource(row, waiting_on(traversal, node)):
             raise ConflictError(f"resource {row.resource_id} changed while checking")
         log.info("check_waits_for_running_job", resource=row.name, job_id=row.current_job)
         return
@@ -191,8 +191,8 @@ async def carry_out(at: Check, outcome: NodeOutcome) -> None:
     tx, stack, row, fx = at.tx, at.stack, at.row, at.fx
     if outcome.delete:
         await delete_row(tx, row)
-    elif outcome.changes:
-        await update_row(tx, row, **outcome.changes)
+    elif not outcome.changes.empty:
+        await update_row(tx, row, outcome.changes)
     if outcome.event is not None:
         e = outcome.event
         fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)

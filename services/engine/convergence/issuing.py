@@ -13,8 +13,6 @@ observer needs it when the job reported IN_PROGRESS (`results`).
 
 from __future__ import annotations
 
-import uuid
-
 from services.engine.configs import is_config_type, run_config_job
 from services.engine.convergence.shell import Check, update_row
 from services.engine.core.model import ResourceRow, StackRow
@@ -28,8 +26,8 @@ from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, JobAction, ResourceJob
 async def issue(at: Check, order: JobOrder) -> None:
     """Record the job on the checked row (compare-and-swap, with the order's own row
     changes) and queue it, in one transaction."""
-    stack, row, fx = at.stack, at.row, at.fx
-    job_id = uuid.uuid4().hex
+    stack, row, fx, deps = at.stack, at.row, at.fx, at.shell.deps
+    job_id = deps.ids.job()
     issuing = issued(stack, at.traversal, at.node, row, order, job_id)
     type_name = issuing.type_name
     job = job_for(
@@ -41,9 +39,10 @@ async def issue(at: Check, order: JobOrder) -> None:
         type_name=type_name,
         physical_id=row.physical_id,
         properties=order.properties,
+        now=deps.clock(),
         previous=row.properties,
     )
-    await update_row(at.tx, row, **issuing.changes)
+    await update_row(at.tx, row, issuing.changes)
     e = issuing.event
     fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)
     if is_nested(type_name):  # run by an engine, as an operation of the child stack
@@ -52,7 +51,6 @@ async def issue(at: Check, order: JobOrder) -> None:
         )
         fx.emit(ENGINE_QUEUE, nested)
     elif is_config_type(type_name):  # the engine stores the config, in this transaction
-        deps = at.shell.deps
         result = await run_config_job(
             at.tx, job, deps.types, max_bytes=deps.config_bytes, api_url=deps.api_url
         )
@@ -63,9 +61,9 @@ async def issue(at: Check, order: JobOrder) -> None:
 
 
 def job_in_flight(
-    stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None
+    stack: StackRow | None, row: ResourceRow, action: JobAction, physical_id: str | None, *, now: float
 ) -> ResourceJob:
-    """The job in flight on `row`, as an observer needs it."""
+    """The job in flight on `row`, as an observer needs it (asked at `now`)."""
     assert row.current_job is not None
     assert row.traversal_id is not None
     return job_for(
@@ -77,4 +75,5 @@ def job_in_flight(
         type_name=row.type,
         physical_id=physical_id,
         properties=row.job_properties or {},
+        now=now,
     )

@@ -76,5 +76,12 @@ async def fail_stack(
     shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, reason: str, fx: Effects
 ) -> None:
     await fail_or_roll_back(
-        tx, stack, traversal, reason, fx, definitions=shell.deps.definitions, answers=shell.deps.answers
+        tx,
+        stack,
+        traversal,
+        reason,
+        fx,
+        definitions=shell.deps.definitions,
+        answers=shell.deps.answers,
+        ids=shell.deps.ids,
     )

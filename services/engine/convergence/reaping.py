@@ -15,6 +15,7 @@ import uuid
 import structlog
 
 from services.engine.configs import is_config_type, reap_config
+from services.engine.convergence.shell import Shell
 from services.engine.core.model import StackId
 from services.engine.core.nesting import is_nested
 from services.engine.effects import Effects
@@ -25,7 +26,7 @@ from shared.protocol import JOBS_QUEUE, JobAction, JobOutcome, JobResult
 log = structlog.get_logger(__name__)
 
 
-async def reap_orphan(tx: Tx, res: JobResult, fx: Effects) -> None:
+async def reap_orphan(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
     """A job nobody waits for any more created a real resource (a late redelivery):
     unless a row owns that resource, delete it, so nothing leaks."""
     created = res.action is JobAction.CREATE and res.outcome in (
@@ -40,4 +41,6 @@ async def reap_orphan(tx: Tx, res: JobResult, fx: Effects) -> None:
     if is_config_type(res.resource_type):
         await reap_config(tx, res)
         return
-    fx.emit(JOBS_QUEUE, res.undo(job_id=uuid.uuid4().hex, deadline=deadline_for(None)))
+    fx.emit(
+        JOBS_QUEUE, res.undo(job_id=shell.deps.ids.job(), deadline=deadline_for(None, now=shell.deps.clock()))
+    )

@@ -18,6 +18,7 @@ import dataclasses
 from services.engine.convergence.issuing import issue
 from services.engine.convergence.shell import Check, update_row
 from services.engine.core.node_checks import JobOrder, Replacement
+from services.engine.core.row_change import ResourceChange
 from shared.protocol import JobAction
 
 
@@ -30,7 +31,7 @@ async def replace(at: Check, replacement: Replacement) -> None:
         [(row.name, replacement.type_name, stack.current_template_id, replacement.deletion_policy)],
         replaces=row.resource_id,
     )
-    await update_row(tx, row, replaced_by=new_id)
+    await update_row(tx, row, ResourceChange(replaced_by=new_id))
     why = replacement.why
     reason = f"Replacing: {why}" if why else "Replacing"
     at.fx.event(stack.stack_id, row.name, row.physical_id, row.type, "UPDATE", "IN_PROGRESS", reason)
@@ -39,5 +40,6 @@ async def replace(at: Check, replacement: Replacement) -> None:
     metadata = replacement.metadata
     if metadata is None:  # the replaced row's, carried over
         metadata = await tx.resource_metadata(row.resource_id)
-    job = JobOrder(JobAction.CREATE, replacement.properties, replacement.requires, {"metadata": metadata})
+    change = ResourceChange(metadata=metadata)
+    job = JobOrder(JobAction.CREATE, replacement.properties, replacement.requires, change)
     await issue(dataclasses.replace(at, row=new_row), job)

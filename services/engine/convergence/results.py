@@ -14,8 +14,6 @@ stack failed, or the check waiting on the row woken.
 
 from __future__ import annotations
 
-import time
-
 import structlog
 
 from services.engine.convergence.issuing import job_in_flight
@@ -38,7 +36,7 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
     row = await tx.resource(res.resource_id)
     if row is None or row.current_job != res.job_id:
         log.info("stale_result", outcome=res.outcome.value)
-        await reap_orphan(tx, res, fx)
+        await reap_orphan(shell, tx, res, fx)
         return
     stack = await tx.stack(row.stack_id)
     assert row.job_node is not None
@@ -50,15 +48,15 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
     if decision.delete:
         await delete_row(tx, row)
     else:
-        await update_row(tx, row, **decision.changes)
+        await update_row(tx, row, decision.changes)
     if decision.event is not None:
         e = decision.event
         fx.event(row.stack_id, row.name, e.physical_id, row.type, e.action, e.status.value, e.reason)
     if decision.then is Then.OBSERVE:
-        job = job_in_flight(stack, row, res.action, decision.observed)
+        job = job_in_flight(stack, row, res.action, decision.observed, now=shell.deps.clock())
         fx.emit(OBSERVE_QUEUE, ObserveRequest(job=job))
         if row.type == CONDITION:
-            await settle_condition(tx, row, fx)
+            await settle_condition(tx, row, fx, now=shell.deps.clock())
         return
     if decision.then is Then.WAKE_WAITING:
         wake_waiting(row, fx)
@@ -77,7 +75,7 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
         await node_done(tx, stack, traversal, node, fx)
 
 
-async def settle_condition(tx: Tx, row: ResourceRow, fx: Effects) -> None:
+async def settle_condition(tx: Tx, row: ResourceRow, fx: Effects, *, now: float) -> None:
     """A wait condition that starts waiting may already have all its signals."""
     waiting = await tx.resource(row.resource_id)
     handle_ref = (row.job_properties or {}).get("handle")
@@ -87,7 +85,7 @@ async def settle_condition(tx: Tx, row: ResourceRow, fx: Effects) -> None:
     # whichever commits second sees the other's write.
     handle = await tx.resource_by_physical_id(row.stack_id, handle_ref, lock=True)
     if handle is not None:
-        condition = condition_result(waiting, handle, now=time.time())
+        condition = condition_result(waiting, handle, now=now)
         if condition is not None:
             fx.emit(ENGINE_QUEUE, condition)
 

@@ -15,9 +15,9 @@ all use: a row changed since it was read is a conflict, retried by the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from services.engine.core.model import Node, ResourceRow, StackRow, TraversalId
+from services.engine.core.row_change import ResourceChange
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.gates import Gates
@@ -48,9 +48,9 @@ class Check:
     fx: Effects
 
 
-async def update_row(tx: Tx, row: ResourceRow, **changes: Any) -> None:
-    """Write `changes` on `row` unless it changed since it was read (then a conflict)."""
-    if not await tx.update_resource(row, **changes):
+async def update_row(tx: Tx, row: ResourceRow, change: ResourceChange) -> None:
+    """Write `change` on `row` unless it changed since it was read (then a conflict)."""
+    if not await tx.update_resource(row, change):
         raise ConflictError(f"resource {row.resource_id} changed concurrently; will retry")
 
 

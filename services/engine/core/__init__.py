@@ -1,6 +1,7 @@
 """Convergence decisions: pure functions, no I/O.
 
-`model` (records and states) -> `graph` (the traversal graph of an
+`model` (records and states; `row_change` the typed change of a row,
+`sources` the injected clock and ids) -> `graph` (the traversal graph of an
 operation) -> `gates` (what a node's check waits at) -> `decide` (what
 checking a node does; the reason a failed job leaves) -> `node_checks`
 (what that decision writes and what follows it: a job, a replacement, the

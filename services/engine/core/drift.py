@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from services.engine.core.model import Action, Status
+from services.engine.core.row_change import ResourceChange
 from services.engine.template import diff_properties
 from shared.plugins import ObservedState, Properties
 
@@ -72,17 +73,17 @@ def _normalised(schema: type[Properties], values: Mapping[str, Any]) -> dict[str
         return dict(values)
 
 
-def heal_marks(drift: Drift) -> dict[str, Any]:
+def heal_marks(drift: Drift) -> ResourceChange:
     """Row changes after which a forward check converges the resource back to its goal."""
     if drift.kind is DriftKind.CHANGED:
-        return {"properties": dict(drift.actual)}  # the diff against the goal now shows the drift
+        return ResourceChange(properties=dict(drift.actual))  # the diff against the goal now shows the drift
     if drift.kind is DriftKind.GONE:
         return missing_marks(drift.reason)
-    return {"action": Action.CHECK, "status": Status.FAILED, "status_reason": drift.reason}
+    return ResourceChange(action=Action.CHECK, status=Status.FAILED, status_reason=drift.reason)
 
 
-def missing_marks(reason: str) -> dict[str, Any]:
+def missing_marks(reason: str) -> ResourceChange:
     """Row changes recording that the resource no longer exists: nothing real is behind
     the row any more, so an update, a heal or a rollback creates it again (a check or
     an observation found it gone; the row keeps its properties)."""
-    return {"physical_id": None, "action": Action.CHECK, "status": Status.FAILED, "status_reason": reason}
+    return ResourceChange(physical_id=None, action=Action.CHECK, status=Status.FAILED, status_reason=reason)

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from services.engine.core.model import Action, ResourceId, ResourceRow, StackRow, Status, TraversalId
+from services.engine.core.row_change import NO_CHANGE, ResourceChange
 
 #: Resources named in a heal's reason (the rest are counted).
 NAMED = 10
@@ -74,7 +75,7 @@ class HealDecision:
     why: str = ""
     # HEAL: the row changes to make before the update (by row), the update's reason,
     # and the attempt this is (1 after a success).
-    marks: Mapping[ResourceId, Mapping[str, Any]] = field(default_factory=dict)
+    marks: Mapping[ResourceId, ResourceChange] = field(default_factory=dict)
     reason: str = ""
     attempts: int = 0
     not_before: float | None = None  # WAIT
@@ -113,36 +114,36 @@ def decide_heal(
         if now < state.not_before:
             return HealDecision(HealKind.NONE, "waiting to retry the heal that failed")
     attempts = state.attempts + 1 if failed_heal else 1
-    marks = {row.resource_id: changes for row, _, changes in items if changes}
+    marks = {row.resource_id: changes for row, _, changes in items if not changes.empty}
     reason = heal_reason([(row.name, why) for row, why, _ in items], attempt=attempts)
     return HealDecision(HealKind.HEAL, "drift", marks=marks, reason=reason, attempts=attempts)
 
 
 def _to_heal(
     rows: Sequence[ResourceRow], drift: Sequence[SeenDrift], cycle: int
-) -> list[tuple[ResourceRow, str, dict[str, Any]]]:
+) -> list[tuple[ResourceRow, str, ResourceChange]]:
     """(row, why, marks) of each row to heal, in row order: drift this round saw on the
     resource the row holds now, and rows recorded missing (already marked)."""
     current = {r.resource_id: r for r in rows if r.replaced_by is None and r.current_job is None}
     seen = {d.resource_id: d for d in drift}
-    out: list[tuple[ResourceRow, str, dict[str, Any]]] = []
+    out: list[tuple[ResourceRow, str, ResourceChange]] = []
     for row in current.values():
         record = seen.get(row.resource_id)
         if row.physical_id is None and row.status is Status.FAILED:
-            out.append((row, record.reason if record is not None else row.status_reason, {}))
+            out.append((row, record.reason if record is not None else row.status_reason, NO_CHANGE))
         elif record is not None and record.physical_id == row.physical_id and record.cycle == cycle:
             out.append((row, record.reason, drift_marks(row, record)))
     return sorted(out, key=lambda item: item[0].resource_id)
 
 
-def drift_marks(row: ResourceRow, record: SeenDrift) -> dict[str, Any]:
+def drift_marks(row: ResourceRow, record: SeenDrift) -> ResourceChange:
     """Row changes after which a forward check converges the drifted resource back:
     changed properties are recorded as they are now (the diff against the goal then
     shows them); a resource in an error state is marked failed (it is replaced)."""
     if record.differences:
         actual = {name: value.get("actual") for name, value in record.differences.items()}
-        return {"properties": {**(row.properties or {}), **actual}}
-    return {"action": Action.CHECK, "status": Status.FAILED, "status_reason": record.reason}
+        return ResourceChange(properties={**(row.properties or {}), **actual})
+    return ResourceChange(action=Action.CHECK, status=Status.FAILED, status_reason=record.reason)
 
 
 def heal_reason(items: Sequence[tuple[str, str]], *, attempt: int = 1) -> str:

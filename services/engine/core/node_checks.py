@@ -32,7 +32,7 @@ what the end of a traversal's last sinks does to its stack.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -59,6 +59,7 @@ from services.engine.core.model import (
     is_forward,
 )
 from services.engine.core.nesting import is_nested
+from services.engine.core.row_change import NO_CHANGE, ResourceChange, set_or
 from shared.protocol import JobAction
 
 
@@ -95,7 +96,7 @@ class JobOrder:
     action: JobAction
     properties: Mapping[str, Any]
     requires: frozenset[ResourceId]
-    changes: Mapping[str, Any] = field(default_factory=dict)
+    changes: ResourceChange = NO_CHANGE
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class Replacement:
 @dataclass(frozen=True)
 class NodeOutcome:
     then: Then
-    changes: Mapping[str, Any] = field(default_factory=dict)  # written on the row (none: no write)
+    changes: ResourceChange = NO_CHANGE  # written on the row (empty: no write)
     delete: bool = False  # the row is deleted instead
     event: RowEvent | None = None
     job: JobOrder | None = None  # ISSUE
@@ -165,9 +166,9 @@ def waits_for_job(row: ResourceRow, *, preempted: bool) -> bool:
     return row.current_job is not None and not is_nested(row.type) and not preempted
 
 
-def waiting_on(traversal: TraversalId, node: Node) -> dict[str, Any]:
-    """The row changes that make the check of `node` the one woken by the row's job."""
-    return {"waiting_traversal": traversal, "waiting_node": node}
+def waiting_on(traversal: TraversalId, node: Node) -> ResourceChange:
+    """The row change that makes the check of `node` the one woken by the row's job."""
+    return ResourceChange(waiting_traversal=traversal, waiting_node=node)
 
 
 def kind_of(stack: StackRow, node: Node) -> NodeKind:
@@ -183,7 +184,7 @@ def failed(row: ResourceRow, action: Action, detail: str) -> NodeOutcome:
     """`row`'s `action` failed before any job ran (`detail` says why): the row and the
     stack are FAILED (or the stack rolls back)."""
     reason = failure_reason(action, detail)
-    changes = {"action": action, "status": Status.FAILED, "status_reason": reason}
+    changes = ResourceChange(action=action, status=Status.FAILED, status_reason=reason)
     event = RowEvent(row.physical_id, row.type, action.value, Status.FAILED, reason)
     return NodeOutcome(Then.FAIL_STACK, changes, event=event, reason=reason)
 
@@ -215,27 +216,27 @@ def plan_forward(
         reason = restricted_reason(restricted)
         event = RowEvent(row.physical_id, row.type, Action.UPDATE.value, Status.FAILED, reason)
         return NodeOutcome(Then.FAIL_STACK, event=event, reason=restricted_failure(row.name, restricted))
-    adopt = {
-        "template_id": goal.template_id,
-        "deletion_policy": goal.deletion_policy,
-        "metadata": goal.metadata,  # stored with the row's other changes, never on its own
-    }
+    adopt = ResourceChange(
+        template_id=goal.template_id,
+        deletion_policy=goal.deletion_policy,
+        metadata=goal.metadata,  # stored with the row's other changes, never on its own
+    )
     if decision.kind is Forward.NOTHING:
-        return NodeOutcome(Then.NODE_DONE, {"requires": goal.requires, **adopt})
+        return NodeOutcome(Then.NODE_DONE, ResourceChange(requires=goal.requires) | adopt)
     if decision.kind is Forward.ADOPT:
         if refusal is not None:
             return failed(row, Action.ADOPT, refusal)
         physical_id, external = adopted_id(row, goal.external_id)
-        changes = {
-            "physical_id": physical_id,
-            "action": Action.ADOPT,
-            "status": Status.COMPLETE,
-            "status_reason": "",
-            "properties": goal.properties,
-            "requires": goal.requires,
-            "external": external,
-            **adopt,
-        }
+        adopted = ResourceChange(
+            physical_id=physical_id,
+            action=Action.ADOPT,
+            status=Status.COMPLETE,
+            status_reason="",
+            properties=goal.properties,
+            requires=goal.requires,
+            external=external,
+        )
+        changes = adopted | adopt
         event = RowEvent(physical_id, goal.type_name, Action.ADOPT.value, Status.COMPLETE, "adopted")
         return NodeOutcome(Then.NODE_DONE, changes, event=event)
     if decision.kind is Forward.REPLACE:
@@ -253,7 +254,9 @@ def plan_forward(
         action=JobAction.CREATE if decision.kind is Forward.CREATE else JobAction.UPDATE,
         properties=goal.properties,
         requires=goal.requires,
-        changes={"type": goal.type_name, "deletion_policy": goal.deletion_policy, "metadata": goal.metadata},
+        changes=ResourceChange(
+            type=goal.type_name, deletion_policy=goal.deletion_policy, metadata=goal.metadata
+        ),
     )
     return NodeOutcome(Then.ISSUE, job=job)
 
@@ -268,13 +271,15 @@ def plan_action(
             return NODE_DONE
         # A failed check does not stop its dependents' checks.
         reason = failure_reason(Action.CHECK, "the resource does not exist")
-        changes = {**missing_marks(reason), "traversal_id": traversal}
+        changes = missing_marks(reason) | ResourceChange(traversal_id=traversal)
         event = RowEvent(None, row.type, Action.CHECK.value, Status.FAILED, reason)
         return NodeOutcome(Then.NODE_DONE, changes, event=event)
     action = JobAction(stack.action.value.lower())
     if action is JobAction.SNAPSHOT and not takes_snapshot:
         return NODE_DONE  # its document entry is the snapshot
-    job = JobOrder(action, row.properties or {}, row.requires, {"job_template_id": row.template_id})
+    job = JobOrder(
+        action, row.properties or {}, row.requires, ResourceChange(job_template_id=row.template_id)
+    )
     return NodeOutcome(Then.ISSUE, job=job)
 
 
@@ -300,7 +305,7 @@ def plan_cleanup(row: ResourceRow, decision: Cleanup, *, released: bool = False)
 
 @dataclass(frozen=True)
 class Issued:
-    changes: Mapping[str, Any]  # written on the row (compare-and-swap)
+    changes: ResourceChange  # written on the row (compare-and-swap)
     event: RowEvent
     type_name: str  # the resource type the job runs as
 
@@ -311,19 +316,21 @@ def issued(
     """What issuing `job` (as `job_id`, for `node`) writes on `row`: the job, what it
     applies, and the job's own row changes."""
     heat_action = Action(job.action.value.upper())
-    type_name = job.changes.get("type", row.type)
-    changes = {
-        "action": heat_action,
-        "status": Status.IN_PROGRESS,
-        "status_reason": "",
-        "current_job": job_id,
-        "job_node": node,
-        "job_properties": dict(job.properties),
-        "job_requires": job.requires,
-        "job_template_id": stack.current_template_id,
-        "traversal_id": traversal,
-        **job.changes,
-    }
+    type_name = set_or(job.changes.type, row.type)
+    changes = (
+        ResourceChange(
+            action=heat_action,
+            status=Status.IN_PROGRESS,
+            status_reason="",
+            current_job=job_id,
+            job_node=node,
+            job_properties=dict(job.properties),
+            job_requires=job.requires,
+            job_template_id=stack.current_template_id,
+            traversal_id=traversal,
+        )
+        | job.changes
+    )
     event = RowEvent(row.physical_id, type_name, heat_action.value, Status.IN_PROGRESS, "state changed")
     return Issued(changes, event, type_name)
 

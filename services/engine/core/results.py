@@ -31,31 +31,30 @@ waiting on its row, if any.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from services.engine.core.decide import failure_reason, properties_after_failure
 from services.engine.core.drift import missing_marks
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.core.node_checks import Replacement
+from services.engine.core.row_change import NO_CHANGE, ResourceChange
 from shared.protocol import JobAction, JobOutcome, JobResult
 
 #: Actions whose result replaces the row's attributes (any other merges them).
 CHANGES = frozenset({JobAction.CREATE, JobAction.UPDATE})
 
 #: The row forgets its job: none running, nobody waiting, nothing observed.
-JOB_DONE: Mapping[str, Any] = {
-    "current_job": None,
-    "job_node": None,
-    "job_properties": None,
-    "job_requires": None,
-    "job_template_id": None,
-    "waiting_traversal": None,
-    "waiting_node": None,
-    "observing_job": None,
-}
+JOB_DONE = ResourceChange(
+    current_job=None,
+    job_node=None,
+    job_properties=None,
+    job_requires=None,
+    job_template_id=None,
+    waiting_traversal=None,
+    waiting_node=None,
+    observing_job=None,
+)
 
 
 class Then(StrEnum):
@@ -81,7 +80,7 @@ class ResultEvent:
 @dataclass(frozen=True)
 class ResultDecision:
     then: Then
-    changes: Mapping[str, Any]  # written on the row (nothing when `delete`)
+    changes: ResourceChange  # written on the row (nothing when `delete`)
     delete: bool = False  # the row is deleted instead
     event: ResultEvent | None = None
     reason: str = ""  # FAIL_STACK: the stack's reason; REPLACE: why
@@ -108,14 +107,13 @@ def decide_result(
     stack's current traversal has a forward node of the row still to do (asked only
     when `asks_still_wanted`)."""
     current = is_current(stack, row)
-    changes: dict[str, Any]
     action = Action(result.action.value.upper())
     if result.outcome is JobOutcome.IN_PROGRESS:
         physical_id = result.physical_id or row.physical_id
-        changes = {"physical_id": physical_id, "observing_job": row.current_job}
+        changes = ResourceChange(physical_id=physical_id, observing_job=row.current_job)
         return ResultDecision(Then.OBSERVE, changes, observed=physical_id)
     if result.outcome is JobOutcome.REPLACE and current:
-        changes = {"action": Action.UPDATE, "status": Status.COMPLETE, **JOB_DONE}
+        changes = ResourceChange(action=Action.UPDATE, status=Status.COMPLETE) | JOB_DONE
         replacement = Replacement(
             type_name=row.type,
             properties=row.job_properties or {},
@@ -128,31 +126,29 @@ def decide_result(
     if result.outcome in (JobOutcome.FAILED, JobOutcome.REPLACE, JobOutcome.GONE):
         return _failed(row, result, stack, action, current=current)
     if result.action is JobAction.DELETE and still_wanted:
-        changes = {
-            "physical_id": None,
-            "action": Action.DELETE,
-            "status": Status.COMPLETE,
-            "status_reason": "",
-            "properties": None,
-            "attributes": {},
-            **JOB_DONE,
-        }
-        return _done(changes, result, action, current=current)
+        emptied = ResourceChange(
+            physical_id=None,
+            action=Action.DELETE,
+            status=Status.COMPLETE,
+            status_reason="",
+            properties=None,
+            attributes={},
+        )
+        return _done(emptied | JOB_DONE, result, action, current=current)
     if result.action is JobAction.DELETE:
-        return _done({}, result, action, current=current, delete=True)
+        return _done(NO_CHANGE, result, action, current=current, delete=True)
     # a check refreshes attributes; suspend and resume may report none
     merged = result.attributes if result.action in CHANGES else {**row.attributes, **result.attributes}
-    changes = {
-        "status": Status.COMPLETE,
-        "status_reason": "state changed",
-        "physical_id": result.physical_id,
-        "attributes": merged,
-        "properties": row.job_properties,
-        "requires": row.job_requires or frozenset(),
-        "template_id": row.job_template_id or row.template_id,
-        **JOB_DONE,
-    }
-    return _done(changes, result, action, current=current)
+    applied = ResourceChange(
+        status=Status.COMPLETE,
+        status_reason="state changed",
+        physical_id=result.physical_id,
+        attributes=merged,
+        properties=row.job_properties,
+        requires=row.job_requires or frozenset(),
+        template_id=row.job_template_id or row.template_id,
+    )
+    return _done(applied | JOB_DONE, result, action, current=current)
 
 
 def _failed(
@@ -164,13 +160,12 @@ def _failed(
     # A check that finds the resource gone records it missing, so the next update
     # (or heal) creates it again. Whatever failed, the row keeps the properties
     # needed to delete what the action made.
-    outcome = missing_marks(reason) if gone else {"status": Status.FAILED, "status_reason": reason}
-    changes = {
-        "physical_id": None if gone else result.physical_id or row.physical_id,
-        "properties": properties_after_failure(action, row.properties, row.job_properties),
-        **outcome,
-        **JOB_DONE,
-    }
+    outcome = missing_marks(reason) if gone else ResourceChange(status=Status.FAILED, status_reason=reason)
+    kept = ResourceChange(
+        physical_id=None if gone else result.physical_id or row.physical_id,
+        properties=properties_after_failure(action, row.properties, row.job_properties),
+    )
+    changes = kept | outcome | JOB_DONE
     event = ResultEvent(result.physical_id or row.physical_id, action, Status.FAILED, reason)
     if current and stack is not None and stack.action is Action.CHECK:
         return ResultDecision(Then.NODE_DONE, changes, event=event)  # dependents are checked too
@@ -180,7 +175,7 @@ def _failed(
 
 
 def _done(
-    changes: Mapping[str, Any], result: JobResult, action: Action, *, current: bool, delete: bool = False
+    changes: ResourceChange, result: JobResult, action: Action, *, current: bool, delete: bool = False
 ) -> ResultDecision:
     event = ResultEvent(result.physical_id, action, Status.COMPLETE, "state changed")
     then = Then.NODE_DONE if current else Then.WAKE_WAITING

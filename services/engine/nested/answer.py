@@ -26,6 +26,7 @@ import structlog
 from services.engine.core.child_attributes import Member, child_attributes
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.core.nesting import MEMBER_GROUPS, SCALING_TYPE, is_nested, scaling_state
+from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.jobs import reference_data
@@ -138,10 +139,13 @@ class Answers:
         decided, reached = scaling_state(row.attributes), scaling_state(attributes)
         if decided is not None and reached is not None and decided.size != reached.size:
             return
-        repaired = {}
+        change = ResourceChange(attributes=attributes)
         if row.status is Status.FAILED:  # a failed resize before; this one worked
-            repaired = {"action": Action.UPDATE, "status": Status.COMPLETE, "status_reason": "state changed"}
-        if not await tx.update_resource(row, attributes=attributes, **repaired):
+            repaired = ResourceChange(
+                action=Action.UPDATE, status=Status.COMPLETE, status_reason="state changed"
+            )
+            change |= repaired
+        if not await tx.update_resource(row, change):
             log.info("scaled_attributes_skipped", resource=row.name)
             return
         size = attributes.get("current_size")
@@ -152,8 +156,8 @@ class Answers:
         (as Heat's), keeping the attributes of its last good size, so the stack shows it and
         the next stack update repairs the child (a failed nested resource is updated)."""
         reason = f"Resource UPDATE failed: {why or 'the nested stack failed'}"
-        failed = {"action": Action.UPDATE, "status": Status.FAILED, "status_reason": reason}
-        if not await tx.update_resource(row, **failed):
+        failed = ResourceChange(action=Action.UPDATE, status=Status.FAILED, status_reason=reason)
+        if not await tx.update_resource(row, failed):
             log.info("scale_failure_skipped", resource=row.name)
             return
         log.info("scale_failed", resource=row.name, reason=reason)

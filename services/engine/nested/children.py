@@ -32,7 +32,6 @@ rollback does) and cancels its own children the same way.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,7 +47,6 @@ from services.engine.core.model import (
     StackRow,
     Status,
     TemplateId,
-    TraversalId,
 )
 from services.engine.core.nesting import (
     GROUP_TYPE,
@@ -59,6 +57,8 @@ from services.engine.core.nesting import (
     scaling_state,
 )
 from services.engine.core.quotas import stack_quota_message, tree_refusal
+from services.engine.core.row_change import ResourceChange
+from services.engine.core.sources import Ids
 from services.engine.definitions import identity_of
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
@@ -79,6 +79,7 @@ log = structlog.get_logger(__name__)
 
 class Children:
     def __init__(self, deps: EngineDeps) -> None:
+        self._ids = deps.ids  # child stacks', their templates' and traversals' ids
         self._constraints = deps.constraints
         self._definitions = deps.definitions
         self._types = deps.types
@@ -148,6 +149,7 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
     async def _claim(
@@ -177,13 +179,16 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
     async def _stack_action(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
         locked, existing = await self._claim(tx, child, job)
         action = Action(job.action.value.upper())
         assert action in STACK_ACTIONS
-        await begin_stack_action(tx, locked, action=action, fx=fx, existing=existing, answers=self._answers)
+        await begin_stack_action(
+            tx, locked, action=action, fx=fx, existing=existing, answers=self._answers, ids=self._ids
+        )
 
     async def _converge(
         self,
@@ -204,7 +209,7 @@ class Children:
             )
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
-        child_id = child.stack_id if child is not None else StackId(uuid.uuid4())
+        child_id = child.stack_id if child is not None else self._ids.stack()
         draft = child or StackRow(
             stack_id=child_id,
             project_id=parent.project_id,
@@ -250,7 +255,7 @@ class Children:
                 root_stack_id=parent.root,
             ):
                 raise ConflictError(f"nested stack name {draft.name} is taken; will retry with another")
-            if not await tx.update_resource(row, physical_id=str(child_id)):
+            if not await tx.update_resource(row, ResourceChange(physical_id=str(child_id))):
                 raise ConflictError(f"resource {row.resource_id} changed while creating its nested stack")
             child = draft
         elif child.timeout_mins != goal.timeout_mins:
@@ -268,6 +273,7 @@ class Children:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
         if row.traversal_id is not None and await tx.converges(row.traversal_id):
             await tx.set_converge(traversal)  # `converge: true` reaches the child's resources too
@@ -363,7 +369,7 @@ class Children:
         parameters: Mapping[str, Any],
         files: Mapping[str, str],
     ) -> TemplateId:
-        template_id = TemplateId(uuid.uuid4())
+        template_id = self._ids.template()
         record = TemplateRecord(
             template_id=template_id,
             template=template,
@@ -393,16 +399,16 @@ class Children:
         child = await tx.stack(StackId(msg.stack_id), lock=True)
         if child is None or not answering(child):
             return
-        await stop_stack(tx, child, rows, fx, answers=self._answers)
+        await stop_stack(tx, child, rows, fx, answers=self._answers, ids=self._ids)
 
 
 async def stop_stack(
-    tx: Tx, stack: StackRow, rows: list[ResourceRow], fx: Effects, *, answers: Answers | None
+    tx: Tx, stack: StackRow, rows: list[ResourceRow], fx: Effects, *, answers: Answers | None, ids: Ids
 ) -> None:
     """End `stack`'s operation where it is (FAILED, cancelled) and cancel its children's.
     `rows` are its rows, claimed in this transaction."""
     reason = f"Stack {stack.action.value} cancelled"
-    await tx.stop_operation(stack.stack_id, TraversalId(uuid.uuid4()), reason)
+    await tx.stop_operation(stack.stack_id, ids.traversal(), reason)
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
     cancelled = cancel_children(rows, fx)
     if answers is not None:

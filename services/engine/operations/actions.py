@@ -18,12 +18,12 @@ before anything is written, and then:
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from services.engine.core.model import Action, StackId, StackRow, Status, TraversalId
 from services.engine.core.nesting import is_nested
 from services.engine.core.snapshots import stack_document
+from services.engine.core.sources import Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
 from services.engine.nested.answer import Answers, cancel_children
@@ -36,7 +36,7 @@ from shared.errors import ConflictError
 
 
 async def begin_action(
-    tx: Tx, stack_id: StackId, action: Action, effects: Effects, *, answers: Answers
+    tx: Tx, stack_id: StackId, action: Action, effects: Effects, *, answers: Answers, ids: Ids
 ) -> TraversalId:
     """Check, suspend or resume every current resource of the stack (see `begin_stack_action`)."""
     existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
@@ -46,7 +46,9 @@ async def begin_action(
     refusal = stack_action_refusal(stack, action)
     if refusal:
         raise Refused(refusal)
-    return await begin_stack_action(tx, stack, action=action, fx=effects, existing=existing, answers=answers)
+    return await begin_stack_action(
+        tx, stack, action=action, fx=effects, existing=existing, answers=answers, ids=ids
+    )
 
 
 def stack_action_refusal(stack: StackRow, action: Action) -> str | None:
@@ -72,6 +74,7 @@ async def cancel_operation(
     rollback: bool,
     definitions: DefinitionCache,
     answers: Answers,
+    ids: Ids,
 ) -> None:
     """Stop the operation in progress: roll back to the previous template, or stop
     where it is (FAILED, "cancelled"). Actions already running at workers finish
@@ -97,12 +100,13 @@ async def cancel_operation(
             definitions=definitions,
             force_rollback=True,
             answers=answers,
+            ids=ids,
         )
     else:
-        await stop_stack(tx, stack, rows, effects, answers=answers)
+        await stop_stack(tx, stack, rows, effects, answers=answers, ids=ids)
 
 
-async def abandon_stack(tx: Tx, stack_id: StackId, effects: Effects) -> dict[str, Any]:
+async def abandon_stack(tx: Tx, stack_id: StackId, effects: Effects, *, ids: Ids) -> dict[str, Any]:
     """Forget the stack, leaving its real resources in place; returns what
     `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
     rows = await tx.claim_resources(stack_id)
@@ -131,7 +135,7 @@ async def abandon_stack(tx: Tx, stack_id: StackId, effects: Effects) -> dict[str
         if not await tx.delete_resource(row):
             raise ConflictError(f"resource {row.resource_id} changed while abandoning")
     reason = "Stack abandoned: its resources were left in place"
-    traversal = TraversalId(uuid.uuid4())
+    traversal = ids.traversal()
     await tx.begin_operation(
         stack_id,
         traversal=traversal,

@@ -25,13 +25,13 @@ children, so its abandon data can adopt them again.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TemplateId, TraversalId
+from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId
+from services.engine.core.row_change import ResourceChange
 from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import identity_of
 from services.engine.deps import EngineDeps
@@ -55,6 +55,7 @@ class Operations:
     again when they lose a race with a check (a conflict), unless refused."""
 
     def __init__(self, deps: EngineDeps) -> None:
+        self._ids = deps.ids  # new stacks', templates' and traversals' ids
         self._constraints = deps.constraints
         self._store = deps.store
         self._outbox = deps.outbox
@@ -97,7 +98,7 @@ class Operations:
         """Create a stack; with `adopt` (resource name -> physical id, from another
         stack's abandon data, or the goal's `adopt_stack_data`) those resources are
         taken over as they are, not created."""
-        stack_id = StackId(uuid.uuid4())
+        stack_id = self._ids.stack()
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
         loaded = await self.load(goal, draft)
         definition, goal = loaded.definition, loaded.goal
@@ -131,8 +132,8 @@ class Operations:
             await self._begin(tx, draft, goal, definition, action, effects, [])
             adopted = dict(adopt or {})
             for row in await tx.resources(stack_id) if adopted else []:
-                taken = {"physical_id": adopted.get(row.name), "action": Action.ADOPT}
-                if row.name in adopted and not await tx.update_resource(row, **taken):
+                taken = ResourceChange(physical_id=adopted.get(row.name), action=Action.ADOPT)
+                if row.name in adopted and not await tx.update_resource(row, taken):
                     raise ConflictError(f"resource {row.name} changed while being adopted")
                 if row.name in targets:  # checked and locked above: it becomes this row's child
                     owner = (stack_id, row.resource_id)
@@ -188,7 +189,9 @@ class Operations:
     async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         effects = Effects()
         async with self._store.transaction() as tx:
-            traversal = await begin_action(tx, stack_id, action, effects, answers=self._answers)
+            traversal = await begin_action(
+                tx, stack_id, action, effects, answers=self._answers, ids=self._ids
+            )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return traversal
@@ -198,7 +201,7 @@ class Operations:
         `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
         effects = Effects()
         async with self._store.transaction() as tx:
-            data = await abandon_stack(tx, stack_id, effects)
+            data = await abandon_stack(tx, stack_id, effects, ids=self._ids)
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
         return data
@@ -211,7 +214,13 @@ class Operations:
         effects = Effects()
         async with self._store.transaction() as tx:
             await cancel_operation(
-                tx, stack_id, effects, rollback=rollback, definitions=self._definitions, answers=self._answers
+                tx,
+                stack_id,
+                effects,
+                rollback=rollback,
+                definitions=self._definitions,
+                answers=self._answers,
+                ids=self._ids,
             )
             ids = await effects.commit(tx)
         await self._outbox.publish(ids, effects.messages)
@@ -287,7 +296,7 @@ class Operations:
         fx: Effects,
         existing: list[ResourceRow],
     ) -> TraversalId:
-        template_id = TemplateId(uuid.uuid4())
+        template_id = self._ids.template()
         record = TemplateRecord(
             template_id=template_id,
             template=goal.template,
@@ -307,6 +316,7 @@ class Operations:
             fx=fx,
             existing=existing,
             answers=self._answers,
+            ids=self._ids,
         )
 
 

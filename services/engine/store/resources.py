@@ -2,8 +2,9 @@
 
 Where it sits: checks, job results, operations, signals and observation read
 a stack's rows and change one with a compare-and-swap on its `version`
-(`update_resource`, `delete_resource`): a write from a stale read fails and
-the caller decides again. An operation claims (locks, in resource id order,
+(`update_resource` writes the fields a `core.row_change.ResourceChange` sets,
+`update_statement` is its SQL; `delete_resource`): a write from a stale read
+fails and the caller decides again. An operation claims (locks, in resource id order,
 and bumps) every row of its stack before it starts a traversal
 (`claim_resources`), so decisions taken from earlier reads cannot commit
 after it; an operation that timed out gives up its jobs in flight
@@ -25,6 +26,7 @@ from services.engine.core.model import (
     TemplateId,
     TraversalId,
 )
+from services.engine.core.row_change import ResourceChange
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
@@ -134,18 +136,12 @@ class ResourceStatements:
         )
         return [r["resource_id"] for r in rows]
 
-    async def update_resource(self, row: ResourceRow, **changes: Any) -> bool:
-        """Compare-and-swap on `version`: False if someone changed the row since it was read."""
-        columns = list(changes)
-        assignments = ", ".join(f"{c} = ${i + 3}" for i, c in enumerate(columns))
+    async def update_resource(self, row: ResourceRow, change: ResourceChange) -> bool:
+        """Compare-and-swap on `version`: write the fields `change` sets; False if someone
+        changed the row since it was read."""
+        sql, values = update_statement(change)
         self._forget_resource(row.resource_id)
-        r = await self._raw.fetchval(
-            f"""UPDATE resources SET {assignments}, version = version + 1, updated_at = now()
-                WHERE resource_id = $1 AND version = $2 RETURNING 1""",
-            row.resource_id,
-            row.version,
-            *[_db_value(changes[c]) for c in columns],
-        )
+        r = await self._raw.fetchval(sql, row.resource_id, row.version, *values)
         return r is not None
 
     def _forget_resource(self, resource_id: int) -> None:
@@ -201,6 +197,24 @@ class ResourceStatements:
             traversal,
         )
         return [(r["name"], r["status_reason"]) for r in rows]
+
+
+def update_statement(change: ResourceChange) -> tuple[str, list[Any]]:
+    """The compare-and-swap UPDATE writing `change` ($1 the row's id, $2 the version it
+    was read at) and the values of the columns it sets ($3 on)."""
+    written = change.written()
+    columns = tuple(written)
+    sql = _UPDATES.get(columns)
+    if sql is None:
+        assignments = "".join(f"{c} = ${i}, " for i, c in enumerate(columns, 3))
+        sql = f"""UPDATE resources SET {assignments}version = version + 1, updated_at = now()
+                WHERE resource_id = $1 AND version = $2 RETURNING 1"""
+        _UPDATES[columns] = sql
+    return sql, [_db_value(v) for v in written.values()]
+
+
+#: The statement of each set of columns written (a few dozen in all).
+_UPDATES: dict[tuple[str, ...], str] = {}
 
 
 def _db_value(value: Any) -> Any:

@@ -3,38 +3,20 @@
 Where it sits: the `/software_configs` API (`services.engine.api.software_configs`)
 and the engine's run of the config resource types (`services.engine.configs`)
 write and read configs through these, in the engine's own transactions. Every
-statement names the project, so a config of another project is not found.
+statement names the project, so a config of another project is not found. The
+records they return are in `software_records.py`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
+from services.engine.store.software_records import CONFIG_COLUMNS, ConfigRecord, config_record
 
 if TYPE_CHECKING:
     from services.engine.store.driver import Conn
-
-
-@dataclass(frozen=True)
-class ConfigRecord:
-    config_id: uuid.UUID
-    project_id: str
-    name: str
-    group: str
-    config: Mapping[str, Any]  # config, inputs, outputs, options
-    created_at: datetime
-
-
-def _record(r: asyncpg.Record) -> ConfigRecord:
-    return ConfigRecord(**dict(r))
-
-
-_COLUMNS = 'config_id, project_id, name, "group" AS group, config, created_at'
 
 
 class SoftwareConfigStatements:
@@ -59,11 +41,11 @@ class SoftwareConfigStatements:
 
     async def software_config(self, project_id: str, config_id: uuid.UUID) -> ConfigRecord | None:
         r = await self._c.fetchrow(
-            f"SELECT {_COLUMNS} FROM software_configs WHERE project_id = $1 AND config_id = $2",
+            f"SELECT {CONFIG_COLUMNS} FROM software_configs WHERE project_id = $1 AND config_id = $2",
             project_id,
             config_id,
         )
-        return _record(r) if r is not None else None
+        return config_record(r) if r is not None else None
 
     async def software_configs(
         self, project_id: str, *, limit: int, after: ConfigRecord | None
@@ -71,14 +53,14 @@ class SoftwareConfigStatements:
         """A page of the project's configs, oldest first, after `after` (the marker)."""
         if after is None:
             rows = await self._c.fetch(
-                f"""SELECT {_COLUMNS} FROM software_configs WHERE project_id = $1
+                f"""SELECT {CONFIG_COLUMNS} FROM software_configs WHERE project_id = $1
                     ORDER BY created_at, config_id LIMIT $2""",
                 project_id,
                 limit,
             )
         else:
             rows = await self._c.fetch(
-                f"""SELECT {_COLUMNS} FROM software_configs WHERE project_id = $1
+                f"""SELECT {CONFIG_COLUMNS} FROM software_configs WHERE project_id = $1
                     AND (created_at, config_id) > ($2, $3)
                     ORDER BY created_at, config_id LIMIT $4""",
                 project_id,
@@ -86,7 +68,7 @@ class SoftwareConfigStatements:
                 after.config_id,
                 limit,
             )
-        return [_record(r) for r in rows]
+        return [config_record(r) for r in rows]
 
     async def delete_software_config(self, project_id: str, config_id: uuid.UUID) -> bool:
         r = await self._c.fetchval(

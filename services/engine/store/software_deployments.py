@@ -5,45 +5,24 @@ Where it sits: the `/software_deployments` API
 resource types and the agent's signals (`services.engine.deployments`) write
 and read deployments through these, in the engine's own transactions. Every
 statement names the project, so a deployment of another project is not found.
+The records they return, and a deployment's change, are in `software_records.py`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
+from services.engine.store.software_records import (
+    DEPLOYMENT_COLUMNS,
+    DeploymentChange,
+    DeploymentRecord,
+    deployment_record,
+)
 
 if TYPE_CHECKING:
     from services.engine.store.driver import Conn
-
-
-@dataclass(frozen=True)
-class DeploymentRecord:
-    deployment_id: uuid.UUID
-    project_id: str
-    server_id: str
-    config_id: uuid.UUID
-    input_values: Mapping[str, Any]
-    output_values: Mapping[str, Any]
-    action: str
-    status: str
-    status_reason: str
-    stack_id: uuid.UUID | None
-    resource_name: str | None
-    created_at: datetime
-    updated_at: datetime | None
-
-
-def _record(r: asyncpg.Record) -> DeploymentRecord:
-    return DeploymentRecord(**dict(r))
-
-
-_COLUMNS = """deployment_id, project_id, server_id, config_id, input_values, output_values, action,
-    status, status_reason, stack_id, resource_name, created_at, updated_at"""
 
 
 class SoftwareDeploymentStatements:
@@ -87,47 +66,41 @@ class SoftwareDeploymentStatements:
         self, project_id: str, deployment_id: uuid.UUID, *, lock: bool = False
     ) -> DeploymentRecord | None:
         r = await self._c.fetchrow(
-            f"""SELECT {_COLUMNS} FROM software_deployments WHERE project_id = $1 AND deployment_id = $2
-                {"FOR UPDATE" if lock else ""}""",
+            f"""SELECT {DEPLOYMENT_COLUMNS} FROM software_deployments
+                WHERE project_id = $1 AND deployment_id = $2 {"FOR UPDATE" if lock else ""}""",
             project_id,
             deployment_id,
         )
-        return _record(r) if r is not None else None
+        return deployment_record(r) if r is not None else None
 
     async def software_deployments(
         self, project_id: str, *, server_id: str | None, limit: int
     ) -> list[DeploymentRecord]:
         """The project's deployments (to one server, if given), oldest first."""
         rows = await self._c.fetch(
-            f"""SELECT {_COLUMNS} FROM software_deployments
+            f"""SELECT {DEPLOYMENT_COLUMNS} FROM software_deployments
                 WHERE project_id = $1 AND ($2::text IS NULL OR server_id = $2)
                 ORDER BY created_at, deployment_id LIMIT $3""",
             project_id,
             server_id,
             limit,
         )
-        return [_record(r) for r in rows]
+        return [deployment_record(r) for r in rows]
 
     async def update_software_deployment(
-        self, project_id: str, deployment_id: uuid.UUID, **changes: Any
+        self, project_id: str, deployment_id: uuid.UUID, change: DeploymentChange
     ) -> DeploymentRecord | None:
-        """Set the given columns (config_id, input_values, output_values, action, status,
-        status_reason); None when there is no such deployment."""
-        allowed = {"config_id", "input_values", "output_values", "action", "status", "status_reason"}
-        unknown = set(changes) - allowed
-        if unknown:
-            raise ValueError(f"not a deployment column to change: {sorted(unknown)}")
-        names = sorted(changes)
-        sets = ", ".join(f"{n} = ${i}" for i, n in enumerate(names, 3))
-        values = [dict(changes[n]) if n.endswith("_values") else changes[n] for n in names]
+        """Write the columns `change` sets; None when there is no such deployment."""
+        written = change.written()
+        sets = "".join(f"{n} = ${i}, " for i, n in enumerate(written, 3))
         r = await self._c.fetchrow(
-            f"""UPDATE software_deployments SET {sets}, updated_at = now()
-                WHERE project_id = $1 AND deployment_id = $2 RETURNING {_COLUMNS}""",
+            f"""UPDATE software_deployments SET {sets}updated_at = now()
+                WHERE project_id = $1 AND deployment_id = $2 RETURNING {DEPLOYMENT_COLUMNS}""",
             project_id,
             deployment_id,
-            *values,
+            *written.values(),
         )
-        return _record(r) if r is not None else None
+        return deployment_record(r) if r is not None else None
 
     async def delete_software_deployment(self, project_id: str, deployment_id: uuid.UUID) -> bool:
         r = await self._c.fetchval(

@@ -131,8 +131,8 @@ def test_a_failed_update_keeps_what_was_applied_so_a_retry_applies_the_change_ag
 
 def test_a_row_recorded_missing_is_created_again_by_the_next_forward_check() -> None:
     marks = missing_marks("Resource CHECK failed: the resource no longer exists")
-    assert marks["physical_id"] is None
-    gone = row(**{k: v for k, v in marks.items() if k != "physical_id"}, physical_id=None)
+    assert marks.physical_id is None
+    gone = row(**{k: v for k, v in marks.written().items() if k != "physical_id"}, physical_id=None)
     assert decide(gone, {"name": "a", "image": "x"}) is Forward.CREATE
     later = TemplateId(uuid.uuid4())
     assert decide_cleanup(gone, current_template_id=later) is Cleanup.FORGET  # nothing left to delete

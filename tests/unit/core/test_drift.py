@@ -8,6 +8,7 @@ import pytest
 
 from services.engine.core.drift import DriftKind, find_drift, heal_marks
 from services.engine.core.model import Action, Status
+from services.engine.core.row_change import ResourceChange
 from shared.plugins import ObservedState, Properties, UpdateRule, prop
 
 
@@ -69,14 +70,12 @@ def test_a_resource_in_transition_or_without_reported_properties_is_not_judged()
 def test_heal_marks_make_the_forward_check_update_recreate_or_replace() -> None:
     changed = find_drift(Server, APPLIED, ObservedState.READY, {"name": "other"})
     assert changed is not None
-    assert heal_marks(changed) == {"properties": {"name": "other", "image": "debian"}}
+    assert heal_marks(changed) == ResourceChange(properties={"name": "other", "image": "debian"})
     gone = find_drift(Server, APPLIED, ObservedState.GONE, None)
     assert gone is not None
-    assert heal_marks(gone)["physical_id"] is None
+    assert heal_marks(gone).physical_id is None
     broken = find_drift(Server, APPLIED, ObservedState.FAILED, None)
     assert broken is not None
-    assert heal_marks(broken) == {
-        "action": Action.CHECK,
-        "status": Status.FAILED,
-        "status_reason": broken.reason,
-    }
+    assert heal_marks(broken) == ResourceChange(
+        action=Action.CHECK, status=Status.FAILED, status_reason=broken.reason
+    )

@@ -28,6 +28,7 @@ from services.engine.core.model import (
     TemplateId,
     TraversalId,
 )
+from services.engine.core.row_change import ResourceChange
 
 STACK_ID = StackId(uuid.uuid4())
 TEMPLATE = TemplateId(uuid.uuid4())
@@ -92,8 +93,8 @@ def test_one_heal_marks_every_resource_the_round_found_drifted_and_every_missing
     decision = decide(stack(), [db, lb, web, subnet, net], records)
     assert decision.kind is HealKind.HEAL
     assert set(decision.marks) == {web.resource_id, lb.resource_id}, "missing rows are marked already"
-    assert decision.marks[lb.resource_id] == {"properties": {"name": "hacked"}}
-    assert decision.marks[web.resource_id]["status"] is Status.FAILED
+    assert decision.marks[lb.resource_id] == ResourceChange(properties={"name": "hacked"})
+    assert decision.marks[web.resource_id].status is Status.FAILED
     assert decision.reason == (
         f"Healing drift of net: {GONE}; subnet: {GONE}; web: the resource is in an error state: host lost; "
         "lb: changed out of band: name"
@@ -161,9 +162,9 @@ def test_a_heal_after_a_success_starts_counting_attempts_again() -> None:
 def test_marks_put_changed_values_on_the_row_and_fail_a_broken_resource() -> None:
     app = row(1, "app", properties={"name": "app", "size": 1})
     changed = drifted(app, "changed", size={"expected": 1, "actual": 3})
-    assert drift_marks(app, changed) == {"properties": {"name": "app", "size": 3}}
+    assert drift_marks(app, changed) == ResourceChange(properties={"name": "app", "size": 3})
     broken = drift_marks(app, drifted(app, "in ERROR"))
-    assert broken == {"action": Action.CHECK, "status": Status.FAILED, "status_reason": "in ERROR"}
+    assert broken == ResourceChange(action=Action.CHECK, status=Status.FAILED, status_reason="in ERROR")
 
 
 def test_a_heal_reason_names_the_resources_and_counts_beyond_ten() -> None:

@@ -41,6 +41,7 @@ from services.engine.core.node_checks import (
     unresolved,
     waits_for_job,
 )
+from services.engine.core.row_change import NO_CHANGE, UNSET, ResourceChange
 from shared.protocol import JobAction
 
 STACK = StackId(uuid.uuid4())
@@ -147,7 +148,7 @@ def test_a_node_of_an_update_is_forward_or_cleanup_by_its_node() -> None:
 def test_a_restricted_action_fails_the_stack_and_leaves_the_row_as_it_is() -> None:
     outcome = plan_forward(row(), ForwardDecision(Forward.UPDATE), goal(), restricted="update")
     assert outcome.then is Then.FAIL_STACK
-    assert outcome.changes == {}, "the resource keeps its state"
+    assert outcome.changes == NO_CHANGE, "the resource keeps its state"
     assert outcome.event == RowEvent("p1", "T", "UPDATE", Status.FAILED, "update is restricted for resource.")
     assert "ResourceActionRestricted: resources.r" in outcome.reason
 
@@ -155,40 +156,40 @@ def test_a_restricted_action_fails_the_stack_and_leaves_the_row_as_it_is() -> No
 def test_nothing_to_do_adopts_the_goals_template_and_dependencies_and_the_node_is_done() -> None:
     outcome = plan_forward(row(), ForwardDecision(Forward.NOTHING), goal())
     assert outcome.then is Then.NODE_DONE
-    assert outcome.changes == {
-        "requires": frozenset({ResourceId(8)}),
-        "template_id": GOAL,
-        "deletion_policy": "Delete",
-        "metadata": {"m": 1},
-    }
+    assert outcome.changes == ResourceChange(
+        requires=frozenset({ResourceId(8)}),
+        template_id=GOAL,
+        deletion_policy="Delete",
+        metadata={"m": 1},
+    )
     assert outcome.event is None
 
 
 def test_an_external_id_is_adopted_as_it_is_and_marked_external() -> None:
     outcome = plan_forward(row(physical_id=None), ForwardDecision(Forward.ADOPT), goal(external_id="ext-1"))
     assert outcome.then is Then.NODE_DONE
-    assert outcome.changes["physical_id"] == "ext-1"
-    assert outcome.changes["external"] is True
-    assert outcome.changes["action"] is Action.ADOPT
-    assert outcome.changes["status"] is Status.COMPLETE
-    assert outcome.changes["properties"] == {"v": "new"}
+    assert outcome.changes.physical_id == "ext-1"
+    assert outcome.changes.external is True
+    assert outcome.changes.action is Action.ADOPT
+    assert outcome.changes.status is Status.COMPLETE
+    assert outcome.changes.properties == {"v": "new"}
     assert outcome.event == RowEvent("ext-1", "T", "ADOPT", Status.COMPLETE, "adopted")
 
 
 def test_adopt_stack_data_keeps_the_physical_id_on_the_row_and_is_not_external() -> None:
     outcome = plan_forward(row(physical_id="p9"), ForwardDecision(Forward.ADOPT), goal())
-    assert outcome.changes["physical_id"] == "p9"
-    assert outcome.changes["external"] is False
+    assert outcome.changes.physical_id == "p9"
+    assert outcome.changes.external is False
 
 
 def test_a_refused_nested_adoption_fails_the_row_and_the_stack() -> None:
     outcome = plan_forward(row(physical_id=None), ForwardDecision(Forward.ADOPT), goal(), refusal="not yours")
     assert outcome.then is Then.FAIL_STACK
-    assert outcome.changes == {
-        "action": Action.ADOPT,
-        "status": Status.FAILED,
-        "status_reason": "Resource ADOPT failed: not yours",
-    }
+    assert outcome.changes == ResourceChange(
+        action=Action.ADOPT,
+        status=Status.FAILED,
+        status_reason="Resource ADOPT failed: not yours",
+    )
     assert outcome.reason == "Resource ADOPT failed: not yours"
     assert outcome.event is not None
     assert outcome.event.status is Status.FAILED
@@ -197,7 +198,7 @@ def test_a_refused_nested_adoption_fails_the_row_and_the_stack() -> None:
 def test_a_replacement_carries_the_goals_values_and_why() -> None:
     outcome = plan_forward(row(), ForwardDecision(Forward.REPLACE, why="v changed"), goal())
     assert outcome.then is Then.REPLACE
-    assert outcome.changes == {}, "the old row is marked by the replacement itself"
+    assert outcome.changes == NO_CHANGE, "the old row is marked by the replacement itself"
     assert outcome.replacement == Replacement(
         type_name="T",
         properties={"v": "new"},
@@ -216,21 +217,21 @@ def test_a_create_or_update_issues_its_job_without_adopting_the_template_yet(
 ) -> None:
     outcome = plan_forward(row(), ForwardDecision(kind), goal(type_name="T2", deletion_policy="Retain"))
     assert outcome.then is Then.ISSUE
-    assert outcome.changes == {}
+    assert outcome.changes == NO_CHANGE
     assert outcome.job == JobOrder(
         action=action,
         properties={"v": "new"},
         requires=frozenset({ResourceId(8)}),
-        changes={"type": "T2", "deletion_policy": "Retain", "metadata": {"m": 1}},
+        changes=ResourceChange(type="T2", deletion_policy="Retain", metadata={"m": 1}),
     )
-    assert "template_id" not in outcome.job.changes, "adopted when the job succeeds"
+    assert outcome.job.changes.template_id is UNSET, "adopted when the job succeeds"
 
 
 def test_values_that_cannot_be_resolved_fail_the_create_or_the_update() -> None:
-    assert unresolved(row(physical_id=None), "bad").changes["action"] is Action.CREATE
+    assert unresolved(row(physical_id=None), "bad").changes.action is Action.CREATE
     outcome = unresolved(row(), "bad")
     assert outcome.then is Then.FAIL_STACK
-    assert outcome.changes["action"] is Action.UPDATE
+    assert outcome.changes.action is Action.UPDATE
     assert outcome.reason == "Resource UPDATE failed: bad"
 
 
@@ -240,9 +241,9 @@ def test_values_that_cannot_be_resolved_fail_the_create_or_the_update() -> None:
 def test_a_stack_check_records_a_missing_resource_and_its_dependents_are_checked_too() -> None:
     outcome = plan_action(stack(Action.CHECK), TRAVERSAL, row(physical_id=None), takes_snapshot=False)
     assert outcome.then is Then.NODE_DONE
-    assert outcome.changes["status"] is Status.FAILED
-    assert outcome.changes["action"] is Action.CHECK
-    assert outcome.changes["traversal_id"] == TRAVERSAL, "the stack's check names it among its failures"
+    assert outcome.changes.status is Status.FAILED
+    assert outcome.changes.action is Action.CHECK
+    assert outcome.changes.traversal_id == TRAVERSAL, "the stack's check names it among its failures"
     assert outcome.event is not None
     assert outcome.event.physical_id is None
 
@@ -250,7 +251,7 @@ def test_a_stack_check_records_a_missing_resource_and_its_dependents_are_checked
 def test_a_suspend_of_a_resource_that_does_not_exist_is_done_without_a_job() -> None:
     outcome = plan_action(stack(Action.SUSPEND), TRAVERSAL, row(physical_id=None), takes_snapshot=False)
     assert outcome.then is Then.NODE_DONE
-    assert outcome.changes == {}
+    assert outcome.changes == NO_CHANGE
     assert outcome.event is None
 
 
@@ -265,7 +266,7 @@ def test_a_stack_action_runs_on_the_resource_as_it_is() -> None:
     outcome = plan_action(stack(Action.SUSPEND), TRAVERSAL, row(), takes_snapshot=False)
     assert outcome.then is Then.ISSUE
     assert outcome.job == JobOrder(
-        JobAction.SUSPEND, {"v": "old"}, frozenset({ResourceId(7)}), {"job_template_id": APPLIED}
+        JobAction.SUSPEND, {"v": "old"}, frozenset({ResourceId(7)}), ResourceChange(job_template_id=APPLIED)
     )
 
 
@@ -311,28 +312,28 @@ def test_a_row_to_delete_gets_a_delete_job_with_what_deleting_needs() -> None:
 
 
 def test_an_issued_job_is_recorded_on_the_row_with_its_node_traversal_and_goal() -> None:
-    order = JobOrder(JobAction.UPDATE, {"v": "new"}, frozenset({ResourceId(8)}), {"type": "T2"})
+    order = JobOrder(JobAction.UPDATE, {"v": "new"}, frozenset({ResourceId(8)}), ResourceChange(type="T2"))
     done = issued(stack(), TRAVERSAL, forward(RID), row(), order, "j9")
-    assert done.changes == {
-        "action": Action.UPDATE,
-        "status": Status.IN_PROGRESS,
-        "status_reason": "",
-        "current_job": "j9",
-        "job_node": forward(RID),
-        "job_properties": {"v": "new"},
-        "job_requires": frozenset({ResourceId(8)}),
-        "job_template_id": GOAL,
-        "traversal_id": TRAVERSAL,
-        "type": "T2",
-    }
+    assert done.changes == ResourceChange(
+        action=Action.UPDATE,
+        status=Status.IN_PROGRESS,
+        status_reason="",
+        current_job="j9",
+        job_node=forward(RID),
+        job_properties={"v": "new"},
+        job_requires=frozenset({ResourceId(8)}),
+        job_template_id=GOAL,
+        traversal_id=TRAVERSAL,
+        type="T2",
+    )
     assert done.type_name == "T2", "the job runs as the goal's type"
     assert done.event == RowEvent("p1", "T2", "UPDATE", Status.IN_PROGRESS, "state changed")
 
 
 def test_a_jobs_own_row_changes_win_over_the_defaults() -> None:
-    order = JobOrder(JobAction.CHECK, {}, frozenset(), {"job_template_id": APPLIED})
+    order = JobOrder(JobAction.CHECK, {}, frozenset(), ResourceChange(job_template_id=APPLIED))
     done = issued(stack(Action.CHECK), TRAVERSAL, Node(3), row(), order, "j9")
-    assert done.changes["job_template_id"] == APPLIED
+    assert done.changes.job_template_id == APPLIED
     assert done.type_name == "T"
 
 

@@ -71,7 +71,7 @@ def test_a_successful_update_applies_what_the_job_applied_and_finishes_the_node(
 
     assert decision.then is Then.NODE_DONE
     assert not decision.delete
-    assert decision.changes == {
+    assert decision.changes.written() == {
         "status": Status.COMPLETE,
         "status_reason": "state changed",
         "physical_id": "p1",
@@ -79,7 +79,7 @@ def test_a_successful_update_applies_what_the_job_applied_and_finishes_the_node(
         "properties": {"v": "new"},
         "requires": frozenset({ResourceId(7)}),
         "template_id": GOAL,
-        **JOB_DONE,
+        **JOB_DONE.written(),
     }
     assert decision.event == ResultEvent("p1", Action.UPDATE, Status.COMPLETE, "state changed")
 
@@ -91,20 +91,20 @@ def test_a_check_or_resume_merges_the_attributes_it_reports_into_the_rows() -> N
         stack(),
     )
 
-    assert decision.changes["attributes"] == {"a": 1, "b": 3}
+    assert decision.changes.attributes == {"a": 1, "b": 3}
 
 
 def test_a_success_without_a_job_template_keeps_the_rows_template() -> None:
     decision = decide_result(running(job_template_id=None), result(JobOutcome.COMPLETE), stack())
 
-    assert decision.changes["template_id"] == APPLIED
+    assert decision.changes.template_id == APPLIED
 
 
 def test_an_in_progress_result_records_its_physical_id_and_asks_an_observer() -> None:
     decision = decide_result(running(), result(JobOutcome.IN_PROGRESS, physical_id="p2"), stack())
 
     assert decision.then is Then.OBSERVE
-    assert decision.changes == {"physical_id": "p2", "observing_job": "j1"}
+    assert decision.changes.written() == {"physical_id": "p2", "observing_job": "j1"}
     assert decision.observed == "p2"
     assert decision.event is None
 
@@ -112,14 +112,18 @@ def test_an_in_progress_result_records_its_physical_id_and_asks_an_observer() ->
 def test_an_in_progress_result_without_a_physical_id_keeps_the_rows() -> None:
     decision = decide_result(running(), result(JobOutcome.IN_PROGRESS), stack())
 
-    assert decision.changes["physical_id"] == decision.observed == "p1"
+    assert decision.changes.physical_id == decision.observed == "p1"
 
 
 def test_replace_from_the_current_traversal_completes_the_row_and_replaces_it() -> None:
     decision = decide_result(running(), result(JobOutcome.REPLACE, reason="image changed"), stack())
 
     assert decision.then is Then.REPLACE
-    assert decision.changes == {"action": Action.UPDATE, "status": Status.COMPLETE, **JOB_DONE}
+    assert decision.changes.written() == {
+        "action": Action.UPDATE,
+        "status": Status.COMPLETE,
+        **JOB_DONE.written(),
+    }
     assert decision.reason == "image changed"
     assert decision.event is None
 
@@ -143,8 +147,8 @@ def test_replace_from_a_superseded_traversal_fails_the_row_and_wakes_the_waiting
     decision = decide_result(running(traversal=OLDER), result(JobOutcome.REPLACE), stack())
 
     assert decision.then is Then.WAKE_WAITING
-    assert decision.changes["status"] is Status.FAILED
-    assert decision.changes["status_reason"] == "Resource UPDATE failed: replacement needed"
+    assert decision.changes.status is Status.FAILED
+    assert decision.changes.status_reason == "Resource UPDATE failed: replacement needed"
 
 
 def test_a_failed_update_fails_the_stack_and_keeps_the_applied_properties() -> None:
@@ -152,12 +156,12 @@ def test_a_failed_update_fails_the_stack_and_keeps_the_applied_properties() -> N
 
     assert decision.then is Then.FAIL_STACK
     assert decision.reason == "Resource UPDATE failed: quota exceeded"
-    assert decision.changes == {
+    assert decision.changes.written() == {
         "physical_id": "p1",
         "properties": {"v": "old"},  # a retried update applies its change again
         "status": Status.FAILED,
         "status_reason": "Resource UPDATE failed: quota exceeded",
-        **JOB_DONE,
+        **JOB_DONE.written(),
     }
     assert decision.event == ResultEvent("p1", Action.UPDATE, Status.FAILED, decision.reason)
 
@@ -168,8 +172,8 @@ def test_a_failed_create_keeps_what_it_tried_so_the_delete_can_remove_it() -> No
         row, result(JobOutcome.FAILED, JobAction.CREATE, physical_id="p9", reason="ERROR"), stack()
     )
 
-    assert decision.changes["properties"] == {"v": "new"}
-    assert decision.changes["physical_id"] == "p9"
+    assert decision.changes.properties == {"v": "new"}
+    assert decision.changes.physical_id == "p9"
     assert decision.reason == "Resource CREATE failed: ERROR"
 
 
@@ -178,9 +182,9 @@ def test_a_resource_found_gone_by_a_stack_check_is_recorded_missing_and_its_depe
 
     assert decision.then is Then.NODE_DONE
     reason = "Resource CHECK failed: the resource no longer exists"
-    assert decision.changes["physical_id"] is None
-    assert decision.changes["action"] is Action.CHECK
-    assert decision.changes["status_reason"] == reason
+    assert decision.changes.physical_id is None
+    assert decision.changes.action is Action.CHECK
+    assert decision.changes.status_reason == reason
     assert decision.event == ResultEvent("p1", Action.CHECK, Status.FAILED, reason)
 
 
@@ -211,14 +215,14 @@ def test_a_delete_the_current_traversal_still_wants_keeps_the_row_empty() -> Non
 
     assert not decision.delete
     assert decision.then is Then.WAKE_WAITING  # its waiting check creates the resource again
-    assert decision.changes == {
+    assert decision.changes.written() == {
         "physical_id": None,
         "action": Action.DELETE,
         "status": Status.COMPLETE,
         "status_reason": "",
         "properties": None,
         "attributes": {},
-        **JOB_DONE,
+        **JOB_DONE.written(),
     }
 
 
@@ -226,7 +230,7 @@ def test_a_success_of_a_superseded_traversal_wakes_the_waiting_check() -> None:
     decision = decide_result(running(traversal=OLDER), result(JobOutcome.COMPLETE), stack())
 
     assert decision.then is Then.WAKE_WAITING
-    assert decision.changes["status"] is Status.COMPLETE
+    assert decision.changes.status is Status.COMPLETE
 
 
 @pytest.mark.parametrize(
