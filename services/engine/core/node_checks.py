@@ -142,9 +142,18 @@ NODE_DONE = NodeOutcome(Then.NODE_DONE)
 
 
 def superseded(stack: StackRow | None, traversal: TraversalId) -> bool:
-    """Whether a check of `traversal` stops quietly: its stack is gone or runs a newer
-    operation (how a newer operation preempts an older one without a lock)."""
-    return stack is None or stack.current_traversal != traversal
+    """Whether a check of `traversal` stops quietly: its stack is gone, runs a newer
+    operation (how a newer operation preempts an older one without a lock), or
+    `traversal` has ended (`runs`)."""
+    return not runs(stack, traversal)
+
+
+def runs(stack: StackRow | None, traversal: TraversalId) -> bool:
+    """Whether `traversal` is still under way: its stack's current operation, not
+    ended. Once an operation has failed (or completed), no check of it acts on a
+    resource any more, even one sent before the end (a stall sweep's, a redelivery):
+    a FAILED stack stays as it failed until the user's next operation."""
+    return stack is not None and stack.current_traversal == traversal and stack.status is Status.IN_PROGRESS
 
 
 def moved_by_its_job(row: ResourceRow, traversal: TraversalId, node: Node) -> bool:

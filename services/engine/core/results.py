@@ -37,7 +37,7 @@ from enum import StrEnum
 from services.engine.core.decide import failure_reason, properties_after_failure
 from services.engine.core.drift import missing_marks
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
-from services.engine.core.node_checks import Replacement
+from services.engine.core.node_checks import Replacement, runs
 from services.engine.core.row_change import NO_CHANGE, ResourceChange
 from shared.protocol import JobAction, JobOutcome, JobResult
 
@@ -89,8 +89,10 @@ class ResultDecision:
 
 
 def is_current(stack: StackRow | None, row: ResourceRow) -> bool:
-    """Whether the job on `row` belongs to its stack's current traversal."""
-    return stack is not None and stack.current_traversal == row.traversal_id
+    """Whether the job on `row` belongs to its stack's current traversal, still under
+    way: a job that outlived its operation's failure records its outcome on the row
+    and nothing follows (no dependents, no replacement)."""
+    return stack is not None and row.traversal_id is not None and runs(stack, row.traversal_id)
 
 
 def asks_still_wanted(result: JobResult) -> bool:

@@ -56,6 +56,7 @@ from services.engine.core.nesting import (
     facade_of,
     scaling_state,
 )
+from services.engine.core.node_checks import runs
 from services.engine.core.quotas import stack_quota_message, tree_refusal
 from services.engine.core.row_change import ResourceChange
 from services.engine.core.sources import Ids
@@ -96,7 +97,7 @@ class Children:
             log.info("nested_job_superseded", job_id=job.job_id)
             return
         parent = await tx.stack(row.stack_id)
-        if parent is None or row.traversal_id is None or parent.current_traversal != row.traversal_id:
+        if parent is None or row.traversal_id is None or not runs(parent, row.traversal_id):
             reason = "the parent's operation ended before the nested stack started"
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason)
             return

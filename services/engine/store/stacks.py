@@ -144,11 +144,13 @@ class StackStatements:
     async def set_stack_status(
         self, stack_id: StackId, traversal: TraversalId, status: Status, reason: str, *, deleted: bool = False
     ) -> bool:
-        """Set the outcome of traversal `traversal`; False if a newer one took over."""
+        """Set the outcome of traversal `traversal`, once; False if a newer one took over
+        or this one has ended already (a failed operation does not complete later)."""
         r = await self._c.fetchval(
             """UPDATE stacks SET status = $3, status_reason = $4, updated_at = now(),
                    deleted_at = CASE WHEN $5 THEN now() ELSE deleted_at END
-               WHERE stack_id = $1 AND current_traversal = $2 RETURNING 1""",
+               WHERE stack_id = $1 AND current_traversal = $2 AND status = 'IN_PROGRESS'
+               RETURNING 1""",
             stack_id,
             traversal,
             status.value,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -106,6 +107,13 @@ def test_a_check_of_a_traversal_the_stack_moved_on_from_is_superseded() -> None:
     assert superseded(stack(traversal=OLDER), TRAVERSAL)
     assert superseded(None, TRAVERSAL)  # the stack is gone
     assert not superseded(stack(), TRAVERSAL)
+
+
+def test_a_check_of_an_operation_that_has_failed_or_completed_stops() -> None:
+    # a stall sweep's or a redelivery's check arriving after the stack failed must not
+    # go on with the failed operation (it once finished a failed delete on its own)
+    assert superseded(dataclasses.replace(stack(), status=Status.FAILED), TRAVERSAL)
+    assert superseded(dataclasses.replace(stack(), status=Status.COMPLETE), TRAVERSAL)
 
 
 def test_a_check_sent_again_while_its_own_job_runs_does_nothing() -> None:

@@ -3,6 +3,7 @@ Pure: rows and results are built here, nothing is stored or sent."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -231,6 +232,18 @@ def test_a_success_of_a_superseded_traversal_wakes_the_waiting_check() -> None:
 
     assert decision.then is Then.WAKE_WAITING
     assert decision.changes.status is Status.COMPLETE
+
+
+@pytest.mark.parametrize("status", [Status.FAILED, Status.COMPLETE])
+@pytest.mark.parametrize("outcome", [JobOutcome.COMPLETE, JobOutcome.REPLACE])
+def test_a_job_that_outlived_its_operation_records_its_outcome_and_nothing_follows(
+    status: Status, outcome: JobOutcome
+) -> None:
+    ended = dataclasses.replace(stack(), status=status)
+    decision = decide_result(running(), result(outcome), ended)
+
+    assert decision.then is Then.WAKE_WAITING, "no dependents checked, no replacement made"
+    assert decision.replacement is None
 
 
 @pytest.mark.parametrize(
