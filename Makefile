@@ -57,10 +57,19 @@ cluster-clean: install
 unit: install
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
+# The project's bytecode is compiled once first: the suite starts hundreds of service and CLI
+# processes, which otherwise compile it again each where PYTHONDONTWRITEBYTECODE is set. The
+# tests run on TEST_WORKERS pytest-xdist workers, a file to a worker (each test has its own
+# database and queue prefix, each worker its own run id): most of an integration test's time
+# is waiting on processes and the network, not CPU. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m compileall -q services shared tests >/dev/null
+	$(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q -p no:cacheprovider \
+		-n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-long: install
+	$(BIN)/python -m compileall -q services shared tests >/dev/null
 	CONVERGE_TEST_SEEDS=200 CONVERGE_UP_FAULT_SEEDS=20 $(BIN)/python -m tests.support.provide_services -- $(BIN)/pytest -q $(PYTEST_ARGS)
 
 gabbits: install

@@ -142,10 +142,10 @@ class Api:
 @pytest.mark.timeout(420)
 async def test_the_quick_start_and_the_walkthrough_work_as_written_for_a_newcomer(terminal: Terminal) -> None:
     user = terminal.user
-    if os.geteuid() == 0:
-        assert user.hidden, "this machine's Chromium is hidden from the newcomer"
     seen = await run(user, [SEARCH_CHROMIUM])
-    assert seen.split() == ["none"], "no Chromium the newcomer could run on PATH"
+    # As root, a Chromium installed on this machine (CI's `make browser`) is hidden from the
+    # newcomer; a machine without one has nothing to hide.
+    assert seen.split() == ["none"], f"no Chromium the newcomer could run on PATH (hidden: {user.hidden})"
     assert "8004" not in "\n".join(readme.commands("walkthrough")), "the walkthrough works on any port"
 
     await eventually(
