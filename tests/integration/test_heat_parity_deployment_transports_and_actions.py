@@ -206,7 +206,6 @@ async def test_suspend_and_resume_are_delivered_to_the_server_when_the_actions_n
 async def test_a_delete_the_server_never_answers_fails_after_the_wait_and_deleting_again_removes_it(
     database_url: str, tmp_path: Path
 ) -> None:
-    from heatclient import exc
 
     settings = engine_settings(stall_seconds=0.5, stall_check_seconds=0.2, deployment_wait_seconds=1.0)
     async with heat_parity.serving(Heat, database_url, tmp_path, tokens=TOKENS, settings=settings) as heat:

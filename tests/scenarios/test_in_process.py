@@ -44,6 +44,8 @@ async def test_scenario_with_engine_crashes(
     plan = CrashPlan(f"{scenario.__name__}-{crash_seed}")
     async with converge(database_url, seed=crash_seed, crashes=plan) as cv:
         await scenario(cv)
+        assert cv.engines is not None
+        await cv.engines.planned_crashes_reached()
         assert cv.crashes, "an engine crashed during the scenario"
         print("crashes:", "; ".join(cv.crashes))  # where each happened (-s shows them)
         assert await cv.dead_letters() == [], "no message was given up on"

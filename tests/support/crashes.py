@@ -88,6 +88,24 @@ class CrashPlan:
         self._next_at = self._rng.randint(1, first_within)
         self.handled = 0
         self.planned = 0
+        self._running = 0  # handlers with a planned crash that have not reached it nor ended
+        self._none_running = asyncio.Event()
+        self._none_running.set()
+
+    def started(self) -> None:
+        """A handler with a planned crash starts."""
+        self._running += 1
+        self._none_running.clear()
+
+    def reached(self) -> None:
+        """A handler with a planned crash crashed its engine, or ended without (its
+        engine died of another crash first)."""
+        self._running -= 1
+        if self._running == 0:
+            self._none_running.set()
+
+    async def all_reached(self) -> None:
+        await self._none_running.wait()
 
     def next(self) -> Crash | None:
         """The crash for the next engine message handled, if it is to have one."""
@@ -169,7 +187,9 @@ class EngineNode:
             if crash is None:
                 await handler(message, delivery)
                 return
-            token = _RUN.set(_Run(self, crash))
+            run = _Run(self, crash)
+            token = _RUN.set(run)
+            plan.started()
             try:
                 await handler(message, delivery)
             except Exception:
@@ -179,6 +199,8 @@ class EngineNode:
                 await self.step("the ack", final=True)
             finally:
                 _RUN.reset(token)
+                if not run.fired:  # (a fired crash is counted by `_crash`)
+                    plan.reached()
 
         return handle
 
@@ -382,6 +404,7 @@ class CrashingEngines:
         if node.dead:
             return
         node.dead = True
+        self._plan.reached()
         batch = BATCH_SIZE.get()
         if batch:
             where += f", in a batch of {batch}"
@@ -399,6 +422,13 @@ class CrashingEngines:
         node.pool.terminate()
         replacement = await self._start_node()
         self.nodes[self.nodes.index(node)] = replacement
+
+    async def planned_crashes_reached(self, timeout: float = 60.0) -> None:
+        """Wait until every handler with a planned crash has reached it (or ended): a
+        scenario may finish while such a handler still runs (a conflict's backoff, say),
+        and its crash then happens after the scenario's end."""
+        async with asyncio.timeout(timeout):
+            await self._plan.all_reached()
 
     async def settle_crashes(self) -> None:
         """No more crashes; wait until every crashed engine has been replaced."""
