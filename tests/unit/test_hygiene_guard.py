@@ -43,11 +43,13 @@ def test_a_task_left_running_errors_the_test_naming_it(pytester: pytest.Pytester
         """
         import asyncio
 
+        STARTED = []  # held, as a background loop's task is: the loop keeps only a weak reference
+
         async def forever():
             await asyncio.Event().wait()
 
         async def test_forgets_its_task():
-            asyncio.get_running_loop().create_task(forever(), name="forgotten")
+            STARTED.append(asyncio.get_running_loop().create_task(forever(), name="forgotten"))
         """,
     )
     result.assert_outcomes(passed=1, errors=1)
@@ -136,9 +138,10 @@ def test_a_loop_shared_by_a_module_is_checked_after_its_last_test(pytester: pyte
         import pytest
 
         pytestmark = pytest.mark.asyncio(loop_scope="module")
+        STARTED = []  # held, as a background loop's task is: the loop keeps only a weak reference
 
         async def test_first_forgets_a_task():
-            asyncio.get_running_loop().create_task(asyncio.Event().wait(), name="module-leak")
+            STARTED.append(asyncio.get_running_loop().create_task(asyncio.Event().wait(), name="module-leak"))
 
         async def test_second_sees_the_loop_still_shared():
             assert any(t.get_name() == "module-leak" for t in asyncio.all_tasks())

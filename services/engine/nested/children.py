@@ -80,14 +80,7 @@ log = structlog.get_logger(__name__)
 
 class Children:
     def __init__(self, deps: EngineDeps) -> None:
-        self._ids = deps.ids  # child stacks', their templates' and traversals' ids
-        self._constraints = deps.constraints
-        self._definitions = deps.definitions
-        self._types = deps.types
-        self._answers = deps.answers
-        self._limits = deps.limits
-        self._quotas = deps.quotas
-        self._templates = deps.templates
+        self._deps = deps  # ids: child stacks', their templates' and traversals'
 
     # -- a parent job ----------------------------------------------------------
 
@@ -149,8 +142,8 @@ class Children:
             action=Action.UPDATE,
             fx=fx,
             existing=existing,
-            answers=self._answers,
-            ids=self._ids,
+            answers=self._deps.answers,
+            ids=self._deps.ids,
         )
 
     async def _claim(
@@ -167,8 +160,9 @@ class Children:
 
     async def _delete(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
         locked, existing = await self._claim(tx, child, job)
+        deps = self._deps
         definition = load_stack(
-            dict(EMPTY_TEMPLATE), types=self._types, identity=identity_of(locked), limits=self._limits
+            dict(EMPTY_TEMPLATE), types=deps.types, identity=identity_of(locked), limits=deps.limits
         )
         template_id = await self._store_goal(tx, locked, definition, EMPTY_TEMPLATE, {}, {}, {})
         await begin_traversal(
@@ -179,16 +173,17 @@ class Children:
             action=Action.DELETE,
             fx=fx,
             existing=existing,
-            answers=self._answers,
-            ids=self._ids,
+            answers=self._deps.answers,
+            ids=self._deps.ids,
         )
 
     async def _stack_action(self, tx: Tx, child: StackRow, job: NestedStackJob, fx: Effects) -> None:
         locked, existing = await self._claim(tx, child, job)
         action = Action(job.action.value.upper())
         assert action in STACK_ACTIONS
+        deps = self._deps
         await begin_stack_action(
-            tx, locked, action=action, fx=fx, existing=existing, answers=self._answers, ids=self._ids
+            tx, locked, action=action, fx=fx, existing=existing, answers=deps.answers, ids=deps.ids
         )
 
     async def _converge(
@@ -202,15 +197,15 @@ class Children:
     ) -> None:
         """Create the child, or update it, to the goal the resource's properties give."""
         depth = parent.nested_depth + 1
-        if depth > self._limits.max_nested_depth:
+        if depth > self._deps.limits.max_nested_depth:
             reason = (
                 f"resource {row.name} of stack {parent.name} would nest a stack at depth {depth}, "
-                f"more than the maximum nested depth of {self._limits.max_nested_depth} "
+                f"more than the maximum nested depth of {self._deps.limits.max_nested_depth} "
                 "(CONVERGE_MAX_NESTED_DEPTH)"
             )
             _answer(fx, parent, row, job, JobOutcome.FAILED, reason=reason, physical_id=row.physical_id)
             return
-        child_id = child.stack_id if child is not None else self._ids.stack()
+        child_id = child.stack_id if child is not None else self._deps.ids.stack()
         draft = child or StackRow(
             stack_id=child_id,
             project_id=parent.project_id,
@@ -273,8 +268,8 @@ class Children:
             action=Action.CREATE if locked.action is Action.INIT else Action.UPDATE,
             fx=fx,
             existing=existing,
-            answers=self._answers,
-            ids=self._ids,
+            answers=self._deps.answers,
+            ids=self._deps.ids,
         )
         if row.traversal_id is not None and await tx.converges(row.traversal_id):
             await tx.set_converge(traversal)  # `converge: true` reaches the child's resources too
@@ -286,7 +281,7 @@ class Children:
         would change a parameter the child's template marks `immutable` (None: it would not)."""
         if child is None or child.current_template_id is None or parent.action is not Action.UPDATE:
             return None
-        current = await self._definitions.get(tx, child, child.current_template_id)
+        current = await self._deps.definitions.get(tx, child, child.current_template_id)
         changed = definition.immutable_violations(current)
         if not changed:
             return None
@@ -301,10 +296,10 @@ class Children:
         are counted one after another; the lock is taken before any row lock."""
         await tx.lock_tree(parent.root)
         count = await tx.tree_resources(parent.root, stack_id=child.stack_id if child else None)
-        refusal = tree_refusal(self._quotas, others=count.others, before=count.of_stack, after=resources)
-        quota = self._quotas.stacks_per_project
+        refusal = tree_refusal(self._deps.quotas, others=count.others, before=count.of_stack, after=resources)
+        quota = self._deps.quotas.stacks_per_project
         if refusal is None and child is None and not await tx.reserve_stack(parent.project_id, quota):
-            refusal = stack_quota_message(self._quotas)
+            refusal = stack_quota_message(self._deps.quotas)
         return refusal
 
     async def _goal(
@@ -323,7 +318,8 @@ class Children:
         record = await tx.template(template_id) if template_id is not None else None
         if record is None:
             raise NestedInvalid(f"the template of stack {parent.name} is missing")
-        parent_goal = (await self._definitions.get(tx, parent, record.template_id)).resources.get(row.name)
+        parent_definition = await self._deps.definitions.get(tx, parent, record.template_id)
+        parent_goal = parent_definition.resources.get(row.name)
         facade = facade_of(
             await tx.resource_metadata(row.resource_id),
             row.deletion_policy,
@@ -333,12 +329,12 @@ class Children:
         failed: list[str] = []
         if row.type in (GROUP_TYPE, SCALING_TYPE) and child is not None:
             for member in await tx.resources(child.stack_id):
-                ref = reference_data(member, self._types).reference_id
+                ref = reference_data(member, self._deps.types).reference_id
                 if member.replaced_by is None and ref is not None:
                     members[ref] = member.name
                 if member.replaced_by is None and member.status is Status.FAILED:
                     failed.append(member.name)
-        goal, definition = await self._templates.run(
+        goal, definition = await self._deps.templates.run(
             load_child_goal,
             row.type,
             properties if properties is not None else (row.job_properties or {}),
@@ -348,11 +344,11 @@ class Children:
             members=members,
             removed=removed_names(row.attributes),
             identity=identity_of(draft),
-            types=self._types,
-            limits=self._limits,
+            types=self._deps.types,
+            limits=self._deps.limits,
             resource_name=row.name,
             facade=facade,
-            constraints=self._constraints,
+            constraints=self._deps.constraints,
             creating=child is None,
             scaling=scaling_state(row.attributes) if row.type == SCALING_TYPE else None,
             failed=failed,
@@ -370,7 +366,7 @@ class Children:
         parameters: Mapping[str, Any],
         files: Mapping[str, str],
     ) -> TemplateId:
-        template_id = self._ids.template()
+        template_id = self._deps.ids.template()
         record = TemplateRecord(
             template_id=template_id,
             template=template,
@@ -379,7 +375,7 @@ class Children:
             parameters=parameters,
         )
         await tx.insert_template(child.stack_id, record)
-        self._definitions.put(template_id, definition)
+        self._deps.definitions.put(template_id, definition)
         return template_id
 
     # -- cancel ---------------------------------------------------------------
@@ -400,7 +396,7 @@ class Children:
         child = await tx.stack(StackId(msg.stack_id), lock=True)
         if child is None or not answering(child):
             return
-        await stop_stack(tx, child, rows, fx, answers=self._answers, ids=self._ids)
+        await stop_stack(tx, child, rows, fx, answers=self._deps.answers, ids=self._deps.ids)
 
 
 async def stop_stack(

@@ -55,23 +55,14 @@ class Operations:
     again when they lose a race with a check (a conflict), unless refused."""
 
     def __init__(self, deps: EngineDeps) -> None:
-        self._ids = deps.ids  # new stacks', templates' and traversals' ids
-        self._constraints = deps.constraints
-        self._store = deps.store
-        self._outbox = deps.outbox
-        self._definitions = deps.definitions
-        self._types = deps.types
-        self._limits = deps.limits
-        self._quotas = deps.quotas
-        self._templates = deps.templates
-        self._answers = deps.answers
+        self._deps = deps  # ids: new stacks', templates' and traversals'
 
     async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
         template errors with their paths, or the limit it went past) before anything changes."""
         spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-        return await self._templates.run(
-            load_goal, spec, identity_of(stack), self._types, self._limits, self._constraints
+        return await self._deps.templates.run(
+            load_goal, spec, identity_of(stack), self._deps.types, self._deps.limits, self._deps.constraints
         )
 
     async def validate(self, goal: Goal | GoalSpec, stack: StackRow) -> StackDefinition:
@@ -80,7 +71,7 @@ class Operations:
     async def validate_new(self, goal: Goal | GoalSpec, draft: StackRow) -> StackDefinition:
         """`validate`, and refuse a nested `external_id` the new stack could not adopt."""
         definition = await self.validate(goal, draft)
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             await check_external_ids(tx, draft, definition, {})
         return definition
 
@@ -98,7 +89,7 @@ class Operations:
         """Create a stack; with `adopt` (resource name -> physical id, from another
         stack's abandon data, or the goal's `adopt_stack_data`) those resources are
         taken over as they are, not created."""
-        stack_id = self._ids.stack()
+        stack_id = self._deps.ids.stack()
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
         loaded = await self.load(goal, draft)
         definition, goal = loaded.definition, loaded.goal
@@ -110,14 +101,14 @@ class Operations:
                 path="adopt_stack_data.resources",
             )
         effects = Effects()
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             targets = await admit_stack(
                 tx,
                 draft,
                 definition,
                 adopt or {},
-                max_depth=self._limits.max_nested_depth,
-                quotas=self._quotas,
+                max_depth=self._deps.limits.max_nested_depth,
+                quotas=self._deps.quotas,
             )
             if not await tx.insert_stack(
                 stack_id,
@@ -139,7 +130,7 @@ class Operations:
                     owner = (stack_id, row.resource_id)
                     await tx.adopt_stack(targets[row.name].stack_id, owner=owner, depth=1, root=stack_id)
             ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+        await self._deps.outbox.publish(ids, effects.messages)
         return stack_id
 
     async def update(
@@ -166,19 +157,19 @@ class Operations:
         added / deleted / replaced / updated / unchanged (names for added ones), and
         the goal as parsed. A resource whose new properties depend on values not known
         yet (or too big to resolve here) counts as updated."""
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             stack = await tx.stack(stack_id)
             if stack is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             rows = await tx.resources(stack_id)
         loaded = await self.load(goal, stack)
         definition = loaded.definition
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             await self._refuse_immutable_changes(tx, stack, definition)
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
             await check_external_ids(tx, stack, definition, current_ids)
         changes = await resource_changes(
-            rows, definition, loaded.goal, types=self._types, templates=self._templates
+            rows, definition, loaded.goal, types=self._deps.types, templates=self._deps.templates
         )
         return changes, loaded.goal
 
@@ -188,22 +179,22 @@ class Operations:
 
     async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         effects = Effects()
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             traversal = await begin_action(
-                tx, stack_id, action, effects, answers=self._answers, ids=self._ids
+                tx, stack_id, action, effects, answers=self._deps.answers, ids=self._deps.ids
             )
             ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+        await self._deps.outbox.publish(ids, effects.messages)
         return traversal
 
     async def abandon(self, stack_id: StackId) -> dict[str, Any]:
         """Forget the stack, leaving its real resources in place; returns what
         `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
         effects = Effects()
-        async with self._store.transaction() as tx:
-            data = await abandon_stack(tx, stack_id, effects, ids=self._ids)
+        async with self._deps.store.transaction() as tx:
+            data = await abandon_stack(tx, stack_id, effects, ids=self._deps.ids)
             ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+        await self._deps.outbox.publish(ids, effects.messages)
         return data
 
     async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
@@ -212,18 +203,18 @@ class Operations:
     async def _cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         """See `actions.cancel_operation`."""
         effects = Effects()
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             await cancel_operation(
                 tx,
                 stack_id,
                 effects,
                 rollback=rollback,
-                definitions=self._definitions,
-                answers=self._answers,
-                ids=self._ids,
+                definitions=self._deps.definitions,
+                answers=self._deps.answers,
+                ids=self._deps.ids,
             )
             ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+        await self._deps.outbox.publish(ids, effects.messages)
 
     async def _change(
         self,
@@ -234,32 +225,32 @@ class Operations:
         settings: UpdateSettings | None = None,
         patch: bool = False,
     ) -> TraversalId:
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             stack = await tx.stack(stack_id)
         if stack is None:
             raise StackNotFound(f"stack {stack_id} not found")
         if action is Action.DELETE:  # the constant empty template: nothing a user controls
             spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-            loaded = load_goal(spec, identity_of(stack), self._types, self._limits)
+            loaded = load_goal(spec, identity_of(stack), self._deps.types, self._deps.limits)
         else:
             loaded = await self.load(goal, stack)
         definition, goal = loaded.definition, loaded.goal
         effects = Effects()
-        async with self._store.transaction() as tx:
+        async with self._deps.store.transaction() as tx:
             existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             if action is Action.UPDATE:
                 await self._refuse_immutable_changes(tx, locked, definition)
-            await admit_goal(tx, locked, definition, existing, quotas=self._quotas)
+            await admit_goal(tx, locked, definition, existing, quotas=self._deps.quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
             traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
             if settings is not None and settings.converge:
                 await tx.set_converge(traversal)  # each resource is observed before it is decided
             ids = await effects.commit(tx)
-        await self._outbox.publish(ids, effects.messages)
+        await self._deps.outbox.publish(ids, effects.messages)
         return traversal
 
     async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, definition: StackDefinition) -> None:
@@ -267,7 +258,7 @@ class Operations:
         in the new one, whose value would change refuses the update before anything changes."""
         if stack.current_template_id is None:
             return
-        current = await self._definitions.get(tx, stack, stack.current_template_id)
+        current = await self._deps.definitions.get(tx, stack, stack.current_template_id)
         changed = definition.immutable_violations(current)
         if changed:
             raise ImmutableParameterModified(changed)
@@ -296,7 +287,7 @@ class Operations:
         fx: Effects,
         existing: list[ResourceRow],
     ) -> TraversalId:
-        template_id = self._ids.template()
+        template_id = self._deps.ids.template()
         record = TemplateRecord(
             template_id=template_id,
             template=goal.template,
@@ -306,7 +297,7 @@ class Operations:
             source=goal.source,
         )
         await tx.insert_template(stack.stack_id, record)
-        self._definitions.put(template_id, definition)
+        self._deps.definitions.put(template_id, definition)
         return await begin_traversal(
             tx,
             stack,
@@ -315,8 +306,8 @@ class Operations:
             action=action,
             fx=fx,
             existing=existing,
-            answers=self._answers,
-            ids=self._ids,
+            answers=self._deps.answers,
+            ids=self._deps.ids,
         )
 
 
