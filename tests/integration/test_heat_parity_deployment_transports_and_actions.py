@@ -12,7 +12,6 @@ server answers, and one that does not is deleted at once.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from services.engine.core.model import StackId
+from services.engine.core.model import ResourceId, StackId, cleanup
+from services.engine.messages import CheckResource
+from shared.protocol import ENGINE_QUEUE
 from tests.integration.test_heat_parity_software_deployments import (
     TOKENS,
     Heat,
@@ -203,6 +204,22 @@ async def test_suspend_and_resume_are_delivered_to_the_server_when_the_actions_n
         assert outputs(stack)["stdout"] == stdout
 
 
+async def late_check(heat: Any, stack_id: str, name: str) -> CheckResource:
+    """A check of `name`'s cleanup node in the stack's current traversal, sent afresh."""
+    row = await heat.cv.pool.fetchrow(
+        """SELECT s.current_traversal, r.resource_id FROM stacks s
+           JOIN resources r ON r.stack_id = s.stack_id WHERE s.stack_id = $1 AND r.name = $2""",
+        uuid.UUID(stack_id),
+        name,
+    )
+    return CheckResource(
+        stack_id=uuid.UUID(stack_id),
+        traversal_id=row["current_traversal"],
+        node=cleanup(ResourceId(row["resource_id"])),
+        resource_id=row["resource_id"],
+    )
+
+
 async def test_a_delete_the_server_never_answers_fails_after_the_wait_and_deleting_again_removes_it(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -216,9 +233,12 @@ async def test_a_delete_the_server_never_answers_fails_after_the_wait_and_deleti
         action, status, reason = await heat.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
         assert (action, status) == ("DELETE", "FAILED")
         assert "no signal from server server-1 within 1s" in reason
-        # With stalls this short, the sweep has also sent the delete's check again: it must
-        # not go on with the failed delete (it did once, deleting the stack on its own).
-        await asyncio.sleep(1.0)
+        # A check of the failed delete arriving now (as the stall sweep's copy once did) must
+        # not go on with it: it once deleted the failed deployment, and the stack with it.
+        late = await late_check(heat, stack_id, "deploy")
+        await heat.cv.engine.bus.publish(ENGINE_QUEUE, late)
+        handled = "SELECT 1 FROM inbox WHERE message_id = $1"
+        await eventually(lambda: heat.cv.pool.fetchval(handled, late.id), timeout=30, every=0.05)
         assert await stack_state(heat, stack_id) == ("DELETE", "FAILED")
         await heat.run(heat.hc.stacks.delete, stack_id)
         assert await stack_state(heat, stack_id) == ("DELETE", "COMPLETE")
