@@ -38,12 +38,28 @@ async def api() -> AsyncIterator[FakeApi]:
 
 
 async def chaos(cluster: ServiceCluster, rng: random.Random, pool: asyncpg.Pool, stack_id: uuid.UUID) -> None:
-    """Kill a random process at random moments until the operation ends."""
+    """Kill a random process each time the operation passes one of two seeded points
+    of its progress (resources done), then at random moments, until it ends. The first
+    kill follows progress, not the clock: however fast the services are, each operation
+    is interrupted at least once (a restart waits until the process is ready again,
+    and the operation may end meanwhile)."""
+    action = await pool.fetchval("SELECT action FROM stacks WHERE stack_id = $1", stack_id)
+    marks = sorted(rng.randrange(10, WIDTH * LAYERS * 3 // 4) for _ in range(2))
     while True:
-        await asyncio.sleep(rng.uniform(0.2, 1.0))
+        await asyncio.sleep(0.01 if marks else rng.uniform(0.2, 1.0))
         state = await pool.fetchval("SELECT status FROM stacks WHERE stack_id = $1", stack_id)
         if state != "IN_PROGRESS":
             return
+        if marks:
+            done = await pool.fetchval(
+                """SELECT count(*) FROM events WHERE stack_id = $1 AND action = $2
+                   AND status = 'COMPLETE' AND resource_type <> 'OS::Heat::Stack'""",
+                stack_id,
+                action,
+            )
+            if done < marks[0]:
+                continue
+            marks.pop(0)
         await cluster.kill_and_restart(rng.choice(sorted(cluster.specs)))
 
 
@@ -88,7 +104,7 @@ async def test_killing_engines_workers_and_observers_loses_nothing(
         await chaos(cluster, rng, pool, stack)
         assert (await settled(stack))[:2] == ("DELETE", "COMPLETE")
         assert api.items == {}, "nothing leaked"
-        assert cluster.kills >= 3
+        assert cluster.kills >= 3, "each operation was interrupted"
         stack_events = await pool.fetch(
             "SELECT action, status FROM events WHERE stack_id = $1 AND resource_type = 'OS::Heat::Stack' "
             "ORDER BY event_seq",
