@@ -396,6 +396,14 @@ class EngineSettings(CommonSettings):
         le=64,
         description="Batches one engine handles at once (each holds a database connection).",
     )
+    engine_batch_follow_on: int = Field(
+        256,
+        ge=0,
+        le=10_000,
+        description="Most of the node checks a batch triggers that its engine handles in the "
+        "batch's own transaction instead of sending them through the queue "
+        "(services/engine/convergence/follow_on.py); 0 sends them all.",
+    )
     engine_heartbeat_seconds: float = Field(
         2.0,
         gt=0,

@@ -44,14 +44,17 @@ BATCH_SIZE: contextvars.ContextVar[int] = contextvars.ContextVar("engine_batch_s
 @dataclass(frozen=True)
 class BatchPolicy:
     """How the engine batches: at most `size` messages a batch, `concurrency` batches
-    in flight at once. `size` 1 turns batching off."""
+    in flight at once, and up to `follow_on` of the node checks a batch triggers
+    handled in its own transaction instead of sent (`convergence.follow_on`; 0: none).
+    `size` 1 turns batching off (and with it follow-on checks)."""
 
     size: int = 64
     concurrency: int = 2
+    follow_on: int = 256
 
     def __post_init__(self) -> None:
-        if self.size < 1 or self.concurrency < 1:
-            raise ValueError(f"bad batch policy {self}: size and concurrency must be >= 1")
+        if self.size < 1 or self.concurrency < 1 or self.follow_on < 0:
+            raise ValueError(f"bad batch policy {self}: size and concurrency must be >= 1, follow_on >= 0")
 
 
 DEFAULT_BATCH_POLICY = BatchPolicy()

@@ -11,6 +11,11 @@ Nodes finished in the transaction are gathered too (`finished`): what they
 mean for their sync points and their traversal's end is settled once, just
 before the commit (`convergence.propagation.settle`), in one statement for all the sync
 points and one per traversal whose sinks finished.
+
+The node checks emitted are also kept as messages (`checks`), so that a batch
+can take some back and handle them in its own transaction instead of sending
+them (`convergence.follow_on`); `mark` and `undo` forget what was gathered
+since a point, when the savepoint of such handling is rolled back.
 """
 
 from __future__ import annotations
@@ -45,20 +50,55 @@ class Finished:
         return bool(self.syncs or self.sinks)
 
 
+@dataclass(frozen=True)
+class Mark:
+    """How much an `Effects` had gathered at one point (`Effects.mark`)."""
+
+    messages: int
+    events: int
+    checks: int
+
+
 @dataclass
 class Effects:
     messages: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     finished: Finished = field(default_factory=Finished)
+    #: the node checks emitted and not taken back, each with its entry in `messages`
+    checks: list[tuple[CheckResource, dict[str, Any]]] = field(default_factory=list)
 
     def emit(self, queue: str, message: Message) -> None:
         self.messages.append((queue, json.loads(message.encode())))
 
     def check(self, stack_id: StackId, traversal: TraversalId, node: Node, resource_id: ResourceId) -> None:
-        self.emit(
-            ENGINE_QUEUE,
-            CheckResource(stack_id=stack_id, traversal_id=traversal, node=node, resource_id=resource_id),
+        self.send_check(
+            CheckResource(stack_id=stack_id, traversal_id=traversal, node=node, resource_id=resource_id)
         )
+
+    def send_check(self, message: CheckResource) -> None:
+        body = json.loads(message.encode())
+        self.messages.append((ENGINE_QUEUE, body))
+        self.checks.append((message, body))
+
+    def take_checks(self, limit: int) -> list[CheckResource]:
+        """Take back up to `limit` of the node checks emitted, oldest first: they are
+        no longer sent (unless given back with `send_check`)."""
+        taken, self.checks = self.checks[:limit], self.checks[limit:]
+        if taken:
+            bodies = {id(body) for _, body in taken}
+            self.messages = [m for m in self.messages if id(m[1]) not in bodies]
+        return [message for message, _ in taken]
+
+    def mark(self) -> Mark:
+        return Mark(len(self.messages), len(self.events), len(self.checks))
+
+    def undo(self, mark: Mark) -> None:
+        """Forget what was gathered since `mark` (nothing taken back meanwhile), and
+        the finished nodes not yet settled."""
+        del self.messages[mark.messages :]
+        del self.events[mark.events :]
+        del self.checks[mark.checks :]
+        self.finished = Finished()
 
     def event(
         self,

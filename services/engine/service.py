@@ -157,7 +157,7 @@ class EngineService:
         self.definitions = deps.definitions
         self.queries = Queries(pool)
         self.operations = Operations(deps)
-        self.convergence = Convergence(deps)
+        self.convergence = Convergence(deps, follow_on=tuning.batches.follow_on)
         self._batch_policy = tuning.batches
         self._batches: Batches[CheckResource | JobResult] = Batches(
             self.convergence.handle_batch, tuning.batches, registry=registry

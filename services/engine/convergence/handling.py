@@ -11,7 +11,10 @@ together; the outbox is published after commit. A batch claims its ids and
 reads its rows in one statement each (`store.prefetch`), decides each message
 in turn as it would be alone, and settles its finished nodes once at the end
 (`propagation.settle`: the sync points they made ready, and the traversal's
-end when its last sinks are done), with one outbox write and one publish. A
+end when its last sinks are done), then handles the node checks that
+triggered in the same transaction (`follow_on`, up to the batch policy's
+`follow_on` of them) instead of sending them, with one outbox write and one publish for
+what is left to send. A
 check whose values need the template pool (yaql on an attribute) never waits
 for it in the transaction: it is rolled back, the values are resolved, and
 the message is handled again (`resolving.Resolved`).
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 import structlog
 
 from services.engine.convergence import checks, propagation, results
+from services.engine.convergence.follow_on import handle_follow_on
 from services.engine.convergence.shell import Shell
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.deps import EngineDeps
@@ -47,7 +51,10 @@ log = structlog.get_logger(__name__)
 class Convergence:
     """The engine's convergence shell: what the service calls for engine messages."""
 
-    def __init__(self, deps: EngineDeps) -> None:
+    def __init__(self, deps: EngineDeps, *, follow_on: int = 0) -> None:
+        """`follow_on`: how many of the node checks a batch triggers it handles itself
+        (`follow_on`; 0: all are sent)."""
+        self._follow_on = follow_on
         # Hooks and converge's observations, between a node's decision and its action.
         self.gates = Gates(deps)
         self.children = Children(deps)  # nested stack jobs: a child stack's operation
@@ -92,6 +99,7 @@ class Convergence:
                     else:
                         await results.result(shell, tx, message, effects)
             await propagation.settle(shell, tx, effects)
+            await handle_follow_on(shell, tx, effects, limit=self._follow_on)
             ids = await effects.commit(tx)
         await shell.deps.outbox.publish(ids, effects.messages)
 

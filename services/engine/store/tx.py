@@ -17,8 +17,11 @@ the outbox rows written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
+
+import asyncpg
 
 from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.store.driver import Conn
@@ -37,6 +40,7 @@ from services.engine.store.software_deployments import SoftwareDeploymentStateme
 from services.engine.store.stacks import StackStatements
 from services.engine.store.templates import TemplateRecord, TemplateStatements
 from services.engine.store.tenancy import TenancyStatements
+from shared.errors import ConflictError
 
 # `TemplateRecord` lives in templates.py; services/engine/operations.py still imports it from here.
 __all__ = ["TemplateRecord", "Tx"]
@@ -70,20 +74,24 @@ class Tx(
         resources: Iterable[int],
         stacks: Iterable[StackId],
         nodes: Iterable[tuple[TraversalId, Node]],
-    ) -> None:
+        skip_locked: bool = False,
+    ) -> set[int]:
         """Read these rows now, one statement per table (resources first, then the
         stacks named and those of the resources found); `resource`, `stack` and `node`
         answer from them until they are written. The resource rows are locked, in
         resource id order, as an operation claims its stack's rows (`claim_resources`):
-        a batch and an operation, or two batches, never wait for each other in a cycle."""
+        a batch and an operation, or two batches, never wait for each other in a cycle.
+        `skip_locked`: rows another transaction holds are not waited for, nor read.
+        Returns the ids of the resource rows read (and locked)."""
         reads = Prefetched()
         resource_ids = sorted(set(resources))
         rows = await self._raw.fetch(
             f"""SELECT {RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])
-                ORDER BY resource_id FOR UPDATE""",
+                ORDER BY resource_id FOR UPDATE{" SKIP LOCKED" if skip_locked else ""}""",
             resource_ids,
         )
-        reads.resources = dict.fromkeys(resource_ids)
+        if not skip_locked:  # a row not read is not there (skipped: it may be)
+            reads.resources = dict.fromkeys(resource_ids)
         reads.resources.update((r["resource_id"], resource_row(r)) for r in rows)
         stack_ids = sorted(set(stacks) | {r.stack_id for r in reads.resources.values() if r is not None})
         rows = await self._raw.fetch(
@@ -110,3 +118,25 @@ class Tx(
         )
         self._reads = reads
         self._c = Watched(self._raw, reads)
+        return {r.resource_id for r in reads.resources.values() if r is not None}
+
+    def forget_prefetched(self) -> None:
+        """Read every row from the database again (after a savepoint's rollback: a row
+        read after a write the rollback undid would be wrong)."""
+        self._reads = None
+        self._c = self._raw
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[None]:
+        """A part of the transaction that an exception undoes alone (then raised; a
+        deadlock or serialization failure as a `ConflictError`). The rows read up front
+        are forgotten when it is undone."""
+        try:
+            async with self._raw.transaction():
+                yield
+        except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:
+            self.forget_prefetched()
+            raise ConflictError(f"concurrent update: {exc}") from exc
+        except BaseException:
+            self.forget_prefetched()
+            raise

@@ -1,0 +1,70 @@
+"""Follow-on checks: the node checks a batch triggers, handled in the batch's own transaction.
+
+Where it sits: `handling.Convergence.handle_batch`, once its messages are
+decided and settled, calls `handle_follow_on`. The checks they emitted (the
+dependents of the nodes they finished, the sync points those made ready)
+would each go out through the outbox and the engine queue, to be claimed,
+read and decided by some engine in a transaction of its own. Handling one
+here instead is that message sent and handled at once: the same decision
+(`checks.check`) in the same transaction as what triggered it, so it commits
+or vanishes with it, and nothing of it is ever on the queue to lose. It
+saves per resource a message through RabbitMQ, an outbox row written and
+deleted, an inbox claim and a transaction.
+
+Rounds: the checks taken are read and locked in one statement
+(`Tx.prefetch`, rows another transaction holds are skipped, never waited
+for: those checks are sent as usual), decided, and settled; what they
+trigger is the next round's, up to `limit` checks in all, the rest sent.
+A round runs in a savepoint: if any of its checks raises (a conflict, values
+the template pool must resolve first, ...), the round is undone, its effects
+forgotten, and its checks are sent as messages, to be handled on the ordinary
+path with everything it does about such cases.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from services.engine.convergence import checks, propagation
+from services.engine.convergence.shell import Shell
+from services.engine.core.model import Node, StackId, TraversalId
+from services.engine.effects import Effects
+from services.engine.messages import CheckResource
+from services.engine.resolving import Resolved
+from services.engine.store.tx import Tx
+from shared.errors import ConvergeError
+
+log = structlog.get_logger(__name__)
+
+
+async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> int:
+    """Handle up to `limit` of the checks `fx` holds (and those they trigger) in `tx`;
+    the rest stay in `fx`, to be sent. Returns how many were handled here."""
+    handled = 0
+    busy: list[CheckResource] = []  # rows another transaction holds: sent, at the end
+    while handled < limit and fx.checks:
+        assert not fx.finished, "settle before taking follow-on checks"
+        taken = fx.take_checks(limit - handled)
+        mark = fx.mark()
+        try:
+            async with tx.savepoint():
+                locked = await tx.prefetch(
+                    resources=[c.resource_id for c in taken],
+                    stacks=[StackId(c.stack_id) for c in taken],
+                    nodes=[(TraversalId(c.traversal_id), Node(c.node)) for c in taken],
+                    skip_locked=True,
+                )
+                here = [c for c in taken if c.resource_id in locked]
+                for message in here:
+                    await checks.check(shell, tx, message, fx, Resolved())
+                await propagation.settle(shell, tx, fx)
+        except ConvergeError as exc:  # undone: these go out as messages, the ordinary path
+            fx.undo(mark)
+            busy.extend(taken)
+            log.info("follow_on_undone", checks=len(taken), error=f"{type(exc).__name__}: {exc}")
+            break
+        busy.extend(c for c in taken if c.resource_id not in locked)
+        handled += len(here)
+    for message in busy:
+        fx.send_check(message)
+    return handled
