@@ -15,6 +15,9 @@ Rounds: the checks taken are read and locked in one statement
 (`Tx.prefetch`, rows another transaction holds are skipped, never waited
 for: those checks are sent as usual), decided, and settled; what they
 trigger is the next round's, up to `limit` checks in all, the rest sent.
+Rows of a stack an operation is claiming (`Tx.claims_under_way`) are left
+alone too: taking them would make the claim, and with it the preemption,
+wait for this batch. A round waits at most `LOCK_WAIT` for any other lock.
 A round runs in a savepoint: if any of its checks raises (a conflict, values
 the template pool must resolve first, ...), the round is undone, its effects
 forgotten, and its checks are sent as messages, to be handled on the ordinary
@@ -36,6 +39,11 @@ from shared.errors import ConvergeError
 
 log = structlog.get_logger(__name__)
 
+#: Seconds a follow-on round may wait for a lock (a sync point, a traversal) another
+#: transaction holds before it is undone and its checks sent: a batch never holds its
+#: own locks long waiting for others' (which an operation's claim would wait behind).
+LOCK_WAIT = 0.02
+
 
 async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> int:
     """Handle up to `limit` of the checks `fx` holds (and those they trigger) in `tx`;
@@ -48,13 +56,16 @@ async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> 
         mark = fx.mark()
         try:
             async with tx.savepoint():
+                await tx.wait_for_locks_at_most(LOCK_WAIT)
+                claimed = await tx.claims_under_way(StackId(c.stack_id) for c in taken)
+                wanted = [c for c in taken if c.stack_id not in claimed]
                 locked = await tx.prefetch(
-                    resources=[c.resource_id for c in taken],
-                    stacks=[StackId(c.stack_id) for c in taken],
-                    nodes=[(TraversalId(c.traversal_id), Node(c.node)) for c in taken],
+                    resources=[c.resource_id for c in wanted],
+                    stacks=[StackId(c.stack_id) for c in wanted],
+                    nodes=[(TraversalId(c.traversal_id), Node(c.node)) for c in wanted],
                     skip_locked=True,
                 )
-                here = [c for c in taken if c.resource_id in locked]
+                here = [c for c in wanted if c.resource_id in locked]
                 for message in here:
                     await checks.check(shell, tx, message, fx, Resolved())
                 await propagation.settle(shell, tx, fx)
@@ -63,7 +74,8 @@ async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> 
             busy.extend(taken)
             log.info("follow_on_undone", checks=len(taken), error=f"{type(exc).__name__}: {exc}")
             break
-        busy.extend(c for c in taken if c.resource_id not in locked)
+        decided = {id(c) for c in here}
+        busy.extend(c for c in taken if id(c) not in decided)
         handled += len(here)
     for message in busy:
         fx.send_check(message)

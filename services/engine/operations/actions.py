@@ -39,6 +39,7 @@ async def begin_action(
     tx: Tx, stack_id: StackId, action: Action, effects: Effects, *, answers: Answers, ids: Ids
 ) -> TraversalId:
     """Check, suspend or resume every current resource of the stack (see `begin_stack_action`)."""
+    await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
     existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
     stack = await tx.stack(stack_id, lock=True)
     if stack is None:
@@ -80,6 +81,7 @@ async def cancel_operation(
     where it is (FAILED, "cancelled"). Actions already running at workers finish
     and their outcomes are recorded; child stacks in progress are cancelled (and,
     with rollback, then converged back with their parent)."""
+    await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
     rows = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
     stack = await tx.stack(stack_id, lock=True)
     if stack is None:
@@ -109,6 +111,7 @@ async def cancel_operation(
 async def abandon_stack(tx: Tx, stack_id: StackId, effects: Effects, *, ids: Ids) -> dict[str, Any]:
     """Forget the stack, leaving its real resources in place; returns what
     `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
+    await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
     rows = await tx.claim_resources(stack_id)
     stack = await tx.stack(stack_id, lock=True)
     if stack is None:

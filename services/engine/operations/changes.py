@@ -237,6 +237,7 @@ class Operations:
         definition, goal = loaded.definition, loaded.goal
         effects = Effects()
         async with self._deps.store.transaction() as tx:
+            await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
             existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
             locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
             if locked is None:

@@ -31,6 +31,13 @@ from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
 
+#: The advisory lock class of an operation's claim of a stack's rows (`announce_claim`).
+CLAIM_CLASS = 0x436E7643
+
+
+def claim_key(stack_id: StackId) -> int:
+    return int.from_bytes(stack_id.bytes[:4], "big", signed=True)
+
 
 class ResourceStatements:
     _c: Conn  # the transaction's connection (`Tx`; `Watched` while prefetched rows are served)
@@ -60,6 +67,28 @@ class ResourceStatements:
             stack_id,
         )
         return sorted((resource_row(r) for r in rows), key=lambda row: row.resource_id)
+
+    async def announce_claim(self, stack_id: StackId) -> None:
+        """Say that this transaction, an operation, is about to claim the stack's rows
+        (`claim_resources`): until it ends, `claims_under_way` names the stack, so a
+        batch does not take rows of it it could leave for the queue (`convergence.follow_on`)
+        and make the claim wait. Operations announce before they lock anything, so two of
+        them announce in turn and take the rows in turn."""
+        await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", CLAIM_CLASS, claim_key(stack_id))
+
+    async def claims_under_way(self, stack_ids: Iterable[StackId]) -> set[StackId]:
+        """Which of these stacks an operation is claiming (or waiting to) right now
+        (`announce_claim`). Tested, not held: the answer may be stale the next moment."""
+        ids = sorted(set(stack_ids))
+        rows = await self._c.fetch(
+            """SELECT s FROM unnest($2::uuid[], $3::int[]) AS k(s, key)
+               WHERE CASE WHEN pg_try_advisory_lock_shared($1, k.key)
+                          THEN NOT pg_advisory_unlock_shared($1, k.key) ELSE true END""",
+            CLAIM_CLASS,
+            ids,
+            [claim_key(i) for i in ids],
+        )
+        return {StackId(r["s"]) for r in rows}
 
     async def lock_resources(self, stack_id: StackId) -> None:
         """Lock every row of the stack (in id order), changing nothing: to take the locks a

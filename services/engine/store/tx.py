@@ -126,6 +126,12 @@ class Tx(
         self._reads = None
         self._c = self._raw
 
+    async def wait_for_locks_at_most(self, seconds: float) -> None:
+        """From now to the end of the transaction (or of the savepoint this is set in),
+        a statement that waits longer than `seconds` for a lock fails (a `ConflictError`
+        out of `savepoint`)."""
+        await self._raw.execute(f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'")
+
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         """A part of the transaction that an exception undoes alone (then raised; a
@@ -134,7 +140,11 @@ class Tx(
         try:
             async with self._raw.transaction():
                 yield
-        except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:
+        except (
+            asyncpg.exceptions.SerializationError,
+            asyncpg.exceptions.DeadlockDetectedError,
+            asyncpg.exceptions.LockNotAvailableError,
+        ) as exc:
             self.forget_prefetched()
             raise ConflictError(f"concurrent update: {exc}") from exc
         except BaseException:
