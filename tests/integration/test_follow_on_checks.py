@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from services.engine.core.model import StackId
+from services.engine.core.sources import Ids
 from services.engine.store.tx import Tx
 from shared.protocol import ENGINE_QUEUE
 from tests.support.convergence import Converge, converge
@@ -104,3 +106,23 @@ async def test_prefetch_skipping_locked_rows_reads_the_others_without_waiting(da
                 row = await tx.resource(free)
                 assert row is not None
                 assert row.name == "b"
+
+
+async def test_the_checks_of_a_stack_an_operation_is_claiming_are_sent_not_taken(database_url: str) -> None:
+    # An operation that announced its claim (here held open in a transaction of the
+    # test's own) would wait for every row a batch takes: its stack's checks are sent.
+    stack = StackId(uuid.uuid4())
+    planned: list[uuid.UUID] = []  # the next new id the engine draws, if any
+    ids = Ids(new=lambda: planned.pop() if planned else uuid.uuid4())
+    async with converge(database_url, seed=0, duplicate_rate=0.0, ids=ids) as cv:
+        checks = record_checks_sent(cv)
+        async with cv.pool.acquire() as conn, conn.transaction():
+            await Tx(conn).announce_claim(stack)
+            async with cv.pool.acquire() as other, other.transaction():
+                assert await Tx(other).claims_under_way([stack, StackId(uuid.uuid4())]) == {stack}
+            planned.append(stack)  # the create's first new id is its stack's
+            assert await cv.create("s", chain("abcde")) == stack
+            assert (await cv.settled(stack))[:2] == ("CREATE", "COMPLETE")
+        assert await names_of(cv, stack, checks) == list("abcde")
+        async with cv.pool.acquire() as other, other.transaction():
+            assert await Tx(other).claims_under_way([stack]) == set(), "the claim ended with its transaction"

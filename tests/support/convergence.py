@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from services.engine.api.app import build_app
 from services.engine.api.auth import Tokens
 from services.engine.core.model import StackId
+from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.goals import Goal
 from services.engine.service import EngineService
 from services.engine.store import connect
@@ -144,8 +145,10 @@ async def converge(
     resend_rate: float = 0.0,
     crashes: CrashPlan | None = None,
     settings: EngineSettings | None = None,
+    ids: Ids = RANDOM_IDS,
 ) -> AsyncIterator[Converge]:
-    """`resend_rate`: the chance that a message is also sent again under a new id (as
+    """`ids`: where the engine's new ids come from (`core.sources`).
+    `resend_rate`: the chance that a message is also sent again under a new id (as
     recovery sends work in flight again), which the engine's inbox does not drop.
     `settings`: the engine's (tests.support.engine_settings; default: the defaults),
     from which every engine here is built as `converge-engine` builds its own."""
@@ -163,7 +166,7 @@ async def converge(
     bus = MemoryBus(max_deliveries=settings.max_deliveries, chaos=chaos)  # production's by default
     supervisor = Supervisor()
     engine = EngineService.from_settings(
-        settings, pool=pool, bus=bus, types=types, constraints=constraints, supervisor=supervisor
+        settings, pool=pool, bus=bus, types=types, constraints=constraints, supervisor=supervisor, ids=ids
     )
     engines: CrashingEngines | None = None
     if crashes is not None:
