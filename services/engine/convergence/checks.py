@@ -32,6 +32,8 @@ done (`propagation.node_done`), a job issued (`issuing`), a replacement
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import structlog
 
 from services.engine.convergence.issuing import issue
@@ -108,6 +110,26 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
         await check_forward(at, resolved)
     else:
         await check_cleanup(at)
+
+
+async def read_ahead(shell: Shell, tx: Tx, messages: Sequence[CheckResource]) -> None:
+    """Read in one statement the rows the forward checks among `messages` will read
+    their references from (`check_forward`: the current rows their goal requires), once
+    a batch's own rows are prefetched."""
+    wanted: dict[StackId, set[str]] = {}
+    for msg in messages:
+        stack = await tx.stack(StackId(msg.stack_id))
+        row = await tx.resource(msg.resource_id)
+        if stack is None or row is None or stack.current_template_id is None:
+            continue
+        if kind_of(stack, Node(msg.node)) is not NodeKind.FORWARD:
+            continue
+        definition = await shell.deps.definitions.get(tx, stack, stack.current_template_id)
+        goal = definition.resources.get(row.name)
+        if goal is not None and goal.requires:
+            wanted.setdefault(stack.stack_id, set()).update(goal.requires)
+    if wanted:
+        await tx.read_current_resources(wanted)
 
 
 async def check_forward(at: Check, resolved: Resolved) -> None:

@@ -66,6 +66,7 @@ async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> 
                     skip_locked=True,
                 )
                 here = [c for c in wanted if c.resource_id in locked]
+                await checks.read_ahead(shell, tx, here)
                 for message in here:
                     await checks.check(shell, tx, message, fx, Resolved())
                 await propagation.settle(shell, tx, fx)

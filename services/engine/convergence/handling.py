@@ -88,6 +88,7 @@ class Convergence:
                 stacks=[StackId(m.stack_id) for m in node_checks],
                 nodes=[(TraversalId(m.traversal_id), Node(m.node)) for m in node_checks],
             )
+            await checks.read_ahead(shell, tx, node_checks)
             for message in messages:
                 if message.id not in fresh:
                     log.debug("duplicate_message", message_id=message.id)

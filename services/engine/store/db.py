@@ -90,7 +90,9 @@ class Store:
         """One transaction; every convergence effect commits through one of these."""
         try:
             async with self._pool.acquire() as conn, conn.transaction():
-                yield Tx(conn, engine_id=self._engine_id)
+                tx = Tx(conn, engine_id=self._engine_id)
+                yield tx
+                await tx.flush_writes()  # row writes a batch held back (store/row_writes.py)
         except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
         except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:

@@ -22,6 +22,7 @@ before stacks for that reason, as `convergence.checks` reads the stack again aft
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,17 @@ class Prefetched:
     stacks: dict[StackId, StackRow | None] = field(default_factory=dict)
     resources: dict[int, ResourceRow | None] = field(default_factory=dict)
     nodes: dict[tuple[TraversalId, Node], NodeState | None] = field(default_factory=dict)
+    #: the current (not replaced) row of a stack's resource by name, None: read, none
+    current: dict[tuple[StackId, str], ResourceRow | None] = field(default_factory=dict)
+    _current_keys: dict[int, tuple[StackId, str]] = field(default_factory=dict)  # by row id
+
+    def add_current(self, keys: list[tuple[StackId, str]], rows: list[ResourceRow]) -> None:
+        """`keys` were read: these `rows` are their current rows (the others have none)."""
+        self.current.update(dict.fromkeys(keys))
+        for row in rows:
+            key = (row.stack_id, row.name)
+            self.current[key] = row
+            self._current_keys[row.resource_id] = key
 
     def written(self, sql: str) -> None:
         """Forget the table `sql` writes, if it writes one of these."""
@@ -52,40 +64,56 @@ class Prefetched:
                 self.stacks.clear()
             elif table == "resources":
                 self.resources.clear()
+                self.current.clear()
+                self._current_keys.clear()
             else:
                 self.nodes.clear()
+
+    def forget_resource(self, resource_id: int) -> None:
+        """Forget one resource row (written in this transaction), also as a current row."""
+        self.resources.pop(resource_id, None)
+        key = self._current_keys.pop(resource_id, None)
+        if key is not None:
+            self.current.pop(key, None)
 
 
 class Watched:
     """A transaction's connection while `reads` are served: every statement through it
-    that writes a prefetched table forgets that table's rows first."""
+    that writes a prefetched table forgets that table's rows first, and `before` runs
+    first with the statement (the row writes held back are flushed there:
+    `row_writes`)."""
 
-    def __init__(self, conn: Any, reads: Prefetched) -> None:
+    def __init__(self, conn: Any, reads: Prefetched, before: Callable[[str], Awaitable[None]]) -> None:
         self._conn = conn
         self._reads = reads
+        self._before = before
+
+    async def _prepare(self, sql: str) -> None:
+        await self._before(sql)
+        self._reads.written(sql)
 
     async def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._reads.written(sql)
+        await self._prepare(sql)
         return await self._conn.execute(sql, *args, **kwargs)
 
     async def executemany(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._reads.written(sql)
+        await self._prepare(sql)
         return await self._conn.executemany(sql, *args, **kwargs)
 
     async def fetch(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._reads.written(sql)
+        await self._prepare(sql)
         return await self._conn.fetch(sql, *args, **kwargs)
 
     async def fetchrow(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._reads.written(sql)
+        await self._prepare(sql)
         return await self._conn.fetchrow(sql, *args, **kwargs)
 
     async def fetchval(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._reads.written(sql)
+        await self._prepare(sql)
         return await self._conn.fetchval(sql, *args, **kwargs)
 
     async def copy_records_to_table(self, table: str, **kwargs: Any) -> Any:
-        self._reads.written(f"insert into {table}")
+        await self._prepare(f"insert into {table}")
         return await self._conn.copy_records_to_table(table, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

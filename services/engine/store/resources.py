@@ -14,7 +14,7 @@ after it; an operation that timed out gives up its jobs in flight
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from services.engine.core.model import (
@@ -29,6 +29,7 @@ from services.engine.core.model import (
 from services.engine.core.row_change import ResourceChange
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
+from services.engine.store.row_writes import HeldWrites
 from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
 
 #: The advisory lock class of an operation's claim of a stack's rows (`announce_claim`).
@@ -43,6 +44,9 @@ class ResourceStatements:
     _c: Conn  # the transaction's connection (`Tx`; `Watched` while prefetched rows are served)
     _raw: Conn  # the connection itself: writes that forget exactly their own row
     _reads: Prefetched | None
+    _held: HeldWrites | None  # row writes held back while a batch's rows are served
+
+    async def flush_writes(self) -> None: ...  # `Tx`: the held row writes, written now
 
     async def resources(self, stack_id: StackId) -> list[ResourceRow]:
         rows = await self._c.fetch(
@@ -104,13 +108,33 @@ class ResourceStatements:
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
         return resource_row(r) if r is not None else None
 
+    async def read_current_resources(self, wanted: Mapping[StackId, Iterable[str]]) -> None:
+        """Read now, in one statement, the current rows `current_resources` will be asked
+        for (by stack, the names), while a batch's rows are served (`prefetch`)."""
+        if self._reads is None:
+            return
+        keys = sorted({(stack_id, name) for stack_id, names in wanted.items() for name in names})
+        rows = await self._c.fetch(
+            f"""SELECT {RESOURCE_COLUMNS} FROM resources
+                WHERE (stack_id, name) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
+                  AND replaced_by IS NULL""",
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+        )
+        self._reads.add_current(keys, [resource_row(r) for r in rows])
+
     async def current_resources(self, stack_id: StackId, names: Iterable[str]) -> dict[str, ResourceRow]:
-        """The current row (not replaced) of each named resource."""
+        """The current row (not replaced) of each named resource (from the rows read
+        ahead, `read_current_resources`, while they hold)."""
+        wanted = list(names)
+        if self._reads is not None and all((stack_id, n) in self._reads.current for n in wanted):
+            known = ((n, self._reads.current[(stack_id, n)]) for n in wanted)
+            return {n: row for n, row in known if row is not None}
         rows = await self._c.fetch(
             f"""SELECT {RESOURCE_COLUMNS} FROM resources
                 WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
             stack_id,
-            list(names),
+            wanted,
         )
         return {r["name"]: resource_row(r) for r in rows}
 
@@ -167,19 +191,28 @@ class ResourceStatements:
 
     async def update_resource(self, row: ResourceRow, change: ResourceChange) -> bool:
         """Compare-and-swap on `version`: write the fields `change` sets; False if someone
-        changed the row since it was read."""
-        sql, values = update_statement(change)
+        changed the row since it was read. A row this transaction locked, read at its
+        version, has its write held back and sent with others (`row_writes`): True."""
         self._forget_resource(row.resource_id)
+        if self._held is not None and self._held.hold(row.resource_id, row.version, change):
+            return True
+        await self.flush_writes()
+        sql, values = update_statement(change)
         r = await self._raw.fetchval(sql, row.resource_id, row.version, *values)
+        if r is not None and self._held is not None:
+            self._held.wrote(row.resource_id, row.version)
         return r is not None
 
     def _forget_resource(self, resource_id: int) -> None:
         if self._reads is not None:
-            self._reads.resources.pop(resource_id, None)
+            self._reads.forget_resource(resource_id)
 
     async def delete_resource(self, row: ResourceRow) -> bool:
         """Compare-and-swap delete: False if the row changed since it was read."""
         self._forget_resource(row.resource_id)
+        await self.flush_writes()
+        if self._held is not None:
+            self._held.locked.pop(row.resource_id, None)
         r = await self._raw.fetchval(
             "DELETE FROM resources WHERE resource_id = $1 AND version = $2 RETURNING 1",
             row.resource_id,

@@ -33,6 +33,7 @@ from services.engine.store.parity import ParityStatements
 from services.engine.store.prefetch import NodeState, Prefetched, Watched
 from services.engine.store.recovery import RecoveryStatements
 from services.engine.store.resources import ResourceStatements
+from services.engine.store.row_writes import TOUCHES_RESOURCES, HeldWrites
 from services.engine.store.rows import RESOURCE_COLUMNS, STACK_COLUMNS, resource_row, stack_row
 from services.engine.store.snapshots import SnapshotStatements
 from services.engine.store.software_configs import SoftwareConfigStatements
@@ -66,6 +67,7 @@ class Tx(
         self._c: Any = conn  # `Watched` while prefetched rows are served
         self._raw = conn
         self._reads: Prefetched | None = None
+        self._held: HeldWrites | None = None  # row writes held back while rows are prefetched
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
 
     async def prefetch(
@@ -83,6 +85,7 @@ class Tx(
         a batch and an operation, or two batches, never wait for each other in a cycle.
         `skip_locked`: rows another transaction holds are not waited for, nor read.
         Returns the ids of the resource rows read (and locked)."""
+        await self.flush_writes()
         reads = Prefetched()
         resource_ids = sorted(set(resources))
         rows = await self._raw.fetch(
@@ -93,6 +96,9 @@ class Tx(
         if not skip_locked:  # a row not read is not there (skipped: it may be)
             reads.resources = dict.fromkeys(resource_ids)
         reads.resources.update((r["resource_id"], resource_row(r)) for r in rows)
+        if self._held is None:
+            self._held = HeldWrites()
+        self._held.locked.update((r["resource_id"], r["version"]) for r in rows)
         stack_ids = sorted(set(stacks) | {r.stack_id for r in reads.resources.values() if r is not None})
         rows = await self._raw.fetch(
             f"""SELECT {STACK_COLUMNS} FROM stacks
@@ -117,14 +123,25 @@ class Tx(
             ((r["traversal_id"], r["node"]), NodeState(r["requires_count"], r["done"])) for r in rows
         )
         self._reads = reads
-        self._c = Watched(self._raw, reads)
+        self._c = Watched(self._raw, reads, self._before_statement)
         return {r.resource_id for r in reads.resources.values() if r is not None}
 
     def forget_prefetched(self) -> None:
         """Read every row from the database again (after a savepoint's rollback: a row
-        read after a write the rollback undid would be wrong)."""
+        read after a write the rollback undid would be wrong), and hold back no write."""
         self._reads = None
         self._c = self._raw
+        if self._held is not None:
+            self._held.forget()
+
+    async def flush_writes(self) -> None:
+        """Write the row writes held back (`row_writes`) now."""
+        if self._held is not None:
+            await self._held.flush(self._raw.fetch)
+
+    async def _before_statement(self, sql: str) -> None:
+        if TOUCHES_RESOURCES.search(sql):
+            await self.flush_writes()
 
     async def wait_for_locks_at_most(self, seconds: float) -> None:
         """From now to the end of the transaction (or of the savepoint this is set in),
@@ -137,9 +154,11 @@ class Tx(
         """A part of the transaction that an exception undoes alone (then raised; a
         deadlock or serialization failure as a `ConflictError`). The rows read up front
         are forgotten when it is undone."""
+        await self.flush_writes()
         try:
             async with self._raw.transaction():
                 yield
+                await self.flush_writes()
         except (
             asyncpg.exceptions.SerializationError,
             asyncpg.exceptions.DeadlockDetectedError,
