@@ -75,7 +75,8 @@ class HeldWrites:
                 {"resource_id": rid, "version": version, **dict(zip(columns, values, strict=True))}
                 for rid, version, values in changes
             ]
-            rows = await fetch(_statement(columns), records)  # the jsonb codec encodes it
+            ids = [rid for rid, _, _ in changes]
+            rows = await fetch(_statement(columns), records, ids)  # the jsonb codec encodes records
             written += len(rows)
         if written != count:
             raise ConflictError(f"{count - written} held row writes found their rows changed")
@@ -84,13 +85,16 @@ class HeldWrites:
 
 def _statement(columns: tuple[str, ...]) -> str:
     """The UPDATE of many rows setting `columns`: each record is read as a row of the
-    table (`jsonb_populate_recordset`), so every value takes its column's type."""
+    table (`jsonb_populate_recordset`), so every value takes its column's type; the
+    ids ($2) make the rows found by the primary key (the records alone would have the
+    planner scan the whole table: it cannot see inside them)."""
     sql = _STATEMENTS.get(columns)
     if sql is None:
         sets = "".join(f"{c} = v.{c}, " for c in columns)
         sql = f"""UPDATE resources r SET {sets}version = r.version + 1, updated_at = now()
                   FROM jsonb_populate_recordset(NULL::resources, $1::jsonb) AS v
-                  WHERE r.resource_id = v.resource_id AND r.version = v.version
+                  WHERE r.resource_id = ANY($2::bigint[])
+                    AND r.resource_id = v.resource_id AND r.version = v.version
                   RETURNING r.resource_id"""
         _STATEMENTS[columns] = sql
     return sql
