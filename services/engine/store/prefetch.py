@@ -3,7 +3,9 @@
 Where it sits: `Convergence.handle_batch` asks its `Tx` to `prefetch` the
 resources, stacks and traversal nodes its node checks and job results name;
 from then on `Tx.resource`, `Tx.stack` and `Tx.node` answer from `Prefetched`
-instead of a round trip each, until the row is written in the transaction.
+instead of a round trip each, until the row is written in the transaction;
+so does `Tx.current_resources` for the rows its forward checks require, read
+ahead in one statement (`Tx.read_current_resources`).
 
 What a prefetched row may miss is what a read at the handler's own moment
 could see: its own transaction's writes (forgotten here the moment they

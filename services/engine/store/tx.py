@@ -10,8 +10,10 @@ Each family of statements is a mixin in a module of its own: `stacks.py`,
 `inbox_outbox.py`, and the features' own (`observing.py`, `tenancy.py`,
 `recovery.py`, `parity.py`, `snapshots.py`, `software_configs.py`,
 `software_deployments.py`). Here are what they share: the connection, the
-rows a batch read up front (`prefetch`) and the engine whose lease covers
-the outbox rows written.
+rows a batch read up front (`prefetch`), the row writes it holds back to send
+together (`row_writes.py`, written at the latest when the transaction
+commits), savepoints (a follow-on round of checks, `convergence.follow_on`)
+and the engine whose lease covers the outbox rows written.
 """
 
 from __future__ import annotations
