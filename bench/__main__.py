@@ -43,6 +43,7 @@ ORDER = (
     "dashboard",
     "critical_path",
     "preemption",
+    "api_latency",
     "failover",
     "throughput",
     "engine_profile",

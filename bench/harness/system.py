@@ -183,6 +183,11 @@ class System:
                 raise RuntimeError(f"{method} {path}: {response.status} {text[:500]}")
             return response.status, json.loads(text) if text else None
 
+    async def get(self, path: str) -> Any:
+        """GET `path` under the project's API; the decoded body."""
+        _, body = await self._request("GET", path)
+        return body
+
     async def create(self, name: str, template: dict[str, Any]) -> tuple[Stack, float]:
         """Create through the API; the stack and the seconds the API took to accept it."""
         started = time.perf_counter()

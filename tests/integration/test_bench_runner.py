@@ -21,7 +21,15 @@ from tests.conftest import AMQP_URL, DB_URL
 def test_modules_are_the_files_that_define_run() -> None:
     found = modules()
     assert found[0] == "template_parse", "the cheap, self-contained module first"
-    expected = {"dashboard", "critical_path", "throughput", "preemption", "failover", "engine_profile"}
+    expected = {
+        "dashboard",
+        "critical_path",
+        "throughput",
+        "preemption",
+        "api_latency",
+        "failover",
+        "engine_profile",
+    }
     assert expected <= set(found)
     assert "harness" not in found
 
