@@ -101,8 +101,8 @@ async def _large_stack(url: str, size: int) -> str:
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
-            "INSERT INTO stacks (stack_id, project_id, name, action, status) "
-            "VALUES ($1, 'alpha', 'large', 'CREATE', 'COMPLETE')",
+            "INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id) "
+            "VALUES ($1, 'alpha', 'large', 'CREATE', 'COMPLETE', $1)",  # its own tree's root
             stack_id,
         )
         await conn.execute(

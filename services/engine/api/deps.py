@@ -105,13 +105,16 @@ class ApiDeps:
     async def definition_and_outputs(
         self, stack: StackView
     ) -> tuple[StackDefinition | None, dict[str, OutputValue]]:
-        """The stack's current definition and its outputs, resolved from the current rows now."""
+        """The stack's current definition and its outputs, resolved from the current rows
+        now: only those of the resources the outputs refer to (a stack show must not read,
+        decode and ship to the template pool every row of a 10,000-resource stack)."""
         async with self.store.transaction() as tx:
             row = await tx.stack(StackId(stack.stack_id))
             if row is None or row.current_template_id is None:
                 return None, {}
             definition = await self.definitions.get(tx, row, row.current_template_id)
-            rows = await tx.current_resources(row.stack_id, definition.resources)
+            referred = {name for output in definition.outputs.values() for name in output.requires}
+            rows = await tx.current_resources(row.stack_id, referred) if referred else {}
         data: dict[str, ResourceData] = {}
         for name, r in rows.items():
             if r.status is Status.FAILED:
