@@ -17,7 +17,7 @@ import statistics
 import time
 
 from bench.harness import templates
-from bench.harness.options import Options, Row, row
+from bench.harness.options import Options, Row, each_mode, row
 from bench.harness.system import Stack, System, running
 from bench.preemption import percentile
 
@@ -88,9 +88,4 @@ async def _measure(mode: str, n: int, options: Options) -> list[Row]:
 
 
 def run(options: Options) -> list[Row]:
-    n = 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)
-    rows: list[Row] = []
-    for mode in options.modes:
-        print(f"  {mode} ...", flush=True)
-        rows += asyncio.run(_measure(mode, n, options))
-    return rows
+    return each_mode(options, _measure)

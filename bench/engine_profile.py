@@ -30,7 +30,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.harness import templates
-from bench.harness.options import Options, Row, row
+from bench.harness.options import Options, Row, row, usual_size
 from bench.harness.system import BIN, System, running
 
 RATE = 100  # py-spy samples per second
@@ -233,7 +233,7 @@ async def _measure(system: System, n: int, options: Options, results: Path) -> l
 
 
 async def _run(options: Options) -> list[Row]:
-    n = 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)
+    n = usual_size(options)
     results = Path(options.results) if options.results else Path(__file__).parent / "results"
     async with running("distributed", options) as system:
         return await _measure(system, n, options, results)

@@ -25,7 +25,7 @@ import time
 import uuid
 
 from bench.harness import templates
-from bench.harness.options import Options, Row, row
+from bench.harness.options import Options, Row, each_mode, row
 from bench.harness.system import Stack, System, running
 
 TARGET_P99_MS = 100.0
@@ -144,9 +144,4 @@ async def _measure(mode: str, n: int, options: Options) -> list[Row]:
 
 
 def run(options: Options) -> list[Row]:
-    n = 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)
-    rows: list[Row] = []
-    for mode in options.modes:
-        print(f"  {mode} ...", flush=True)
-        rows += asyncio.run(_measure(mode, n, options))
-    return rows
+    return each_mode(options, _measure)

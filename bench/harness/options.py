@@ -7,7 +7,9 @@ every row carries the same keys.
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -139,3 +141,19 @@ def row(
 
 def not_run(name: str, reason: str, *, mode: str = "", unit: str = "", target: str = "") -> Row:
     return row(name, None, unit, mode=mode, target=target, note=f"not run ({reason})")
+
+
+def usual_size(options: Options) -> int:
+    """The size a single-size benchmark measures: 10,000, or the largest asked if smaller."""
+    return 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)
+
+
+def each_mode(
+    options: Options, measure: Callable[[str, int, Options], Coroutine[Any, Any, list[Row]]]
+) -> list[Row]:
+    """`measure(mode, usual_size(options), options)` for each mode asked, one event loop each."""
+    rows: list[Row] = []
+    for mode in options.modes:
+        print(f"  {mode} ...", flush=True)
+        rows += asyncio.run(measure(mode, usual_size(options), options))
+    return rows

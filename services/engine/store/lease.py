@@ -19,6 +19,7 @@ import uuid
 import asyncpg
 import structlog
 
+from services.engine.store.advisory import uuid_key
 from services.engine.store.db import CONNECT_ERRORS
 
 log = structlog.get_logger(__name__)
@@ -31,8 +32,7 @@ LEASE_CLASS = 0x436E7645
 LEASE_KEY_SQL = "('x' || substr(replace({column}::text, '-', ''), 1, 8))::bit(32)::int"
 
 
-def lease_key(engine_id: uuid.UUID) -> int:
-    return int.from_bytes(engine_id.bytes[:4], "big", signed=True)
+lease_key = uuid_key  # an engine's lease: the key of its id
 
 
 class EngineLease:

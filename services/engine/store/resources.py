@@ -27,6 +27,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.core.row_change import ResourceChange
+from services.engine.store.advisory import uuid_key
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.row_writes import HeldWrites
@@ -34,10 +35,6 @@ from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
 
 #: The advisory lock class of an operation's claim of a stack's rows (`announce_claim`).
 CLAIM_CLASS = 0x436E7643
-
-
-def claim_key(stack_id: StackId) -> int:
-    return int.from_bytes(stack_id.bytes[:4], "big", signed=True)
 
 
 class ResourceStatements:
@@ -78,7 +75,7 @@ class ResourceStatements:
         batch does not take rows of it it could leave for the queue (`convergence.follow_on`)
         and make the claim wait. Operations announce before they lock anything, so two of
         them announce in turn and take the rows in turn."""
-        await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", CLAIM_CLASS, claim_key(stack_id))
+        await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", CLAIM_CLASS, uuid_key(stack_id))
 
     async def claims_under_way(self, stack_ids: Iterable[StackId]) -> set[StackId]:
         """Which of these stacks an operation is claiming (or waiting to) right now
@@ -90,7 +87,7 @@ class ResourceStatements:
                           THEN NOT pg_advisory_unlock_shared($1, k.key) ELSE true END""",
             CLAIM_CLASS,
             ids,
-            [claim_key(i) for i in ids],
+            [uuid_key(i) for i in ids],
         )
         return {StackId(r["s"]) for r in rows}
 

@@ -14,11 +14,11 @@ never wait on each other in a cycle.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from services.engine.core.model import ResourceId, StackId
+from services.engine.store.advisory import uuid_key
 
 if TYPE_CHECKING:
     from services.engine.store.driver import Conn
@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 #: Advisory lock classes ("CnvQ", "CnvT"); the object key is the project's hash or the root's id.
 QUOTA_CLASS = 0x436E7651
 TREE_CLASS = 0x436E7654
-
-
-def _key(stack_id: uuid.UUID) -> int:
-    return int.from_bytes(stack_id.bytes[:4], "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class TenancyStatements:
 
     async def lock_tree(self, root: StackId) -> None:
         """Serialise changes to the size of the tree under `root` until the transaction ends."""
-        await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", TREE_CLASS, _key(root))
+        await self._c.execute("SELECT pg_advisory_xact_lock($1, $2)", TREE_CLASS, uuid_key(root))
 
     async def set_goal_resources(self, stack_id: StackId, count: int) -> None:
         """The stack's new goal holds `count` resources (what its tree is counted by)."""
