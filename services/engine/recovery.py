@@ -37,6 +37,7 @@ from services.engine.core.recovery import JobInFlight, JobResend, Resend, plan, 
 from services.engine.deployments import WAIT_SECONDS, is_deployment_type, wait_expired
 from services.engine.effects import Effects
 from services.engine.jobs import job_for
+from services.engine.messages import StartTraversal
 from services.engine.nested.messages import NestedStackJob
 from services.engine.outbox import Outbox
 from services.engine.signals import CONDITION, condition_result
@@ -73,7 +74,7 @@ class Recovery:
         )
         self._sent = Counter(
             "converge_engine_recovered_messages",
-            "Messages sent again by recovery, by kind (job, observe, nested_job, check).",
+            "Messages sent again by recovery, by kind (job, observe, nested_job, check, start).",
             ["kind"],
             registry=registry,
         )
@@ -150,7 +151,11 @@ class Recovery:
             )
         traversal = stack.current_traversal if in_progress else None
         pending = await tx.pending_nodes(traversal) if traversal is not None else []
-        decided = plan(traversal=traversal, pending=pending, jobs=jobs)
+        starting = traversal is not None and await tx.graph_pending(traversal)
+        decided = plan(traversal=traversal, pending=pending, jobs=jobs, graph_pending=starting)
+        if decided.start:
+            assert traversal is not None
+            fx.emit(ENGINE_QUEUE, StartTraversal(stack_id=stack.stack_id, traversal_id=traversal))
         for job in decided.jobs:
             await self._send(tx, stack, job, fx)
         for node in decided.checks:

@@ -52,7 +52,7 @@ from services.engine.core.sources import RANDOM_IDS, WALL_CLOCK, Clock, Ids
 from services.engine.deployments import DEFAULT_API_URL
 from services.engine.deps import EngineDeps
 from services.engine.healing import Healing
-from services.engine.messages import CheckResource
+from services.engine.messages import CheckResource, StartTraversal
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.observation import Observing
 from services.engine.operations import Operations
@@ -90,7 +90,15 @@ log = structlog.get_logger(__name__)
 
 #: What the engine queue carries.
 ENGINE_CODEC = Codec(
-    [CheckResource, JobResult, ResourceObserved, ResourceChanged, NestedStackJob, CancelNested]
+    [
+        CheckResource,
+        JobResult,
+        ResourceObserved,
+        ResourceChanged,
+        NestedStackJob,
+        CancelNested,
+        StartTraversal,
+    ]
 )
 
 

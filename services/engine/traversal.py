@@ -3,9 +3,13 @@
 Where it sits: `operations` starts traversals for create/update/delete;
 `convergence` calls `fail_or_roll_back` when a resource fails or the stack times
 out, and `operations` when an update is cancelled. Starting a traversal is
-one transaction: new rows for new resources, the graph (`core.graph`), the
-stack's fresh traversal id (which alone preempts whatever was running) and
-checks for the graph's leaves.
+one transaction (`begin_traversal`): new rows for new resources, the graph
+(`core.graph`), the stack's fresh traversal id (which alone preempts whatever
+was running) and checks for the graph's leaves. An update or delete asked
+through the API starts in two (`preempt`, then `start_reserved` on whichever
+engine takes the `StartTraversal` it queued): the request's transaction only
+moves the traversal id, so it preempts in milliseconds whatever the stack's
+size; the rows, the graph and the first checks follow.
 
 Rollback converges back to the previous template (nothing, after a failed
 create); an operation towards the template the stack already had (a heal)
@@ -30,6 +34,7 @@ from services.engine.core.model import (
     Node,
     ResourceId,
     ResourceRow,
+    StackId,
     StackRow,
     Status,
     TemplateId,
@@ -40,11 +45,13 @@ from services.engine.core.row_change import ResourceChange
 from services.engine.core.sources import Ids
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
+from services.engine.messages import StartTraversal
 from services.engine.nested.answer import Answers
 from services.engine.store.templates import TemplateRecord
 from services.engine.store.tx import Tx
 from services.engine.template import StackDefinition, UncheckedValue
 from shared.errors import ConflictError
+from shared.protocol import ENGINE_QUEUE
 
 log = structlog.get_logger(__name__)
 
@@ -70,22 +77,7 @@ async def begin_traversal(
     traversal = ids.traversal()
     if action is Action.ROLLBACK:
         existing = await _restore_originals(tx, existing, template_id)
-    current: dict[str, ResourceId] = {r.name: r.resource_id for r in existing if r.replaced_by is None}
-    missing = [n for n in definition.resources if n not in current]
-    new_ids = await tx.insert_resources(
-        stack.stack_id,
-        [
-            (n, definition.resources[n].type, template_id, definition.resources[n].deletion_policy.value)
-            for n in missing
-        ],
-    )
-    current.update(zip(missing, new_ids, strict=True))
-    await tx.set_goal_resources(stack.stack_id, len(definition.resources))  # the tree's size counts it
-    graph = traversal_graph(
-        template_requires={n: r.requires for n, r in definition.resources.items()},
-        current_rows={n: current[n] for n in definition.resources},
-        existing=existing,
-    )
+    graph = await _lay_out(tx, stack, template_id, definition, existing)
     reason = reason or f"Stack {action.value} started"
     # What the new goal's parameters were accepted with unchecked (a rollback or delete
     # goes back to a goal already announced).
@@ -97,6 +89,85 @@ async def begin_traversal(
         done = Status.COMPLETE
         await answers.stack_ended(tx, _as(stack, action), done, _done(action), fx, definition=definition)
     return traversal
+
+
+async def preempt(
+    tx: Tx,
+    stack: StackRow,
+    *,
+    template_id: TemplateId,
+    action: Action,
+    fx: Effects,
+    ids: Ids,
+    notes: Sequence[UncheckedValue] = (),
+) -> TraversalId:
+    """Start an update (or delete) of `stack` (its row locked) towards `template_id`
+    in two steps, the first of them now: a new traversal becomes the stack's, which
+    preempts the one running (from this transaction's commit on, none of its checks
+    issues a job: `StackStatements.stack`, `share`), and a `StartTraversal` is queued
+    for the second, `start_reserved`, which stores the graph and triggers its leaves.
+    What grows with the stack (reading and claiming its rows, the graph) is not in
+    the request's transaction, and any engine can do it. `notes`: as `_launch`'s."""
+    traversal = ids.traversal()
+    await tx.reserve_traversal(stack.stack_id, traversal)
+    reason = f"Stack {action.value} started"
+    await _announce(tx, stack, traversal, template_id, stack.current_template_id, action, reason, fx, notes)
+    start = StartTraversal(stack_id=stack.stack_id, traversal_id=traversal, previous=stack.current_traversal)
+    fx.emit(ENGINE_QUEUE, start)
+    return traversal
+
+
+async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definitions: DefinitionCache) -> None:
+    """The second step of `preempt`: store the graph of the traversal `msg` names, from
+    the goal the stack then has and its rows (claimed, as `begin_traversal`'s), and
+    trigger its leaves. Nothing if the stack has moved on to a newer traversal or the
+    graph is stored already (a duplicate, or recovery's: `graph_pending`)."""
+    stack_id, traversal = StackId(msg.stack_id), TraversalId(msg.traversal_id)
+
+    async def pending(stack: StackRow | None) -> tuple[StackRow, TemplateId] | None:
+        """`stack` and its goal's template, if `traversal` is its own and waits for its graph."""
+        if stack is None or stack.current_traversal != traversal or stack.current_template_id is None:
+            return None
+        return (stack, stack.current_template_id) if await tx.graph_pending(traversal) else None
+
+    found = await pending(await tx.stack(stack_id))
+    if found is None:
+        log.debug("start_superseded", traversal_id=str(traversal))
+        return
+    definition = await definitions.get(tx, *found)  # parsed before any row is locked
+    await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
+    existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
+    found = await pending(await tx.stack(stack_id, lock=True))
+    if found is None:  # preempted again, or started by another engine, meanwhile
+        return
+    stack, template_id = found
+    graph = await _lay_out(tx, stack, template_id, definition, existing)
+    previous = TraversalId(msg.previous) if msg.previous is not None else None
+    await tx.start_traversal(stack_id, traversal, graph, previous=previous)
+    await _trigger(tx, stack, traversal, graph, stack.action, fx)
+
+
+async def _lay_out(
+    tx: Tx, stack: StackRow, template_id: TemplateId, definition: StackDefinition, existing: list[ResourceRow]
+) -> dict[Node, GraphNode]:
+    """Rows for the resources of `definition` the stack has none of yet, and the graph
+    of a traversal to it from `existing` (the stack's claimed rows)."""
+    current: dict[str, ResourceId] = {r.name: r.resource_id for r in existing if r.replaced_by is None}
+    missing = [n for n in definition.resources if n not in current]
+    new_ids = await tx.insert_resources(
+        stack.stack_id,
+        [
+            (n, definition.resources[n].type, template_id, definition.resources[n].deletion_policy.value)
+            for n in missing
+        ],
+    )
+    current.update(zip(missing, new_ids, strict=True))
+    await tx.set_goal_resources(stack.stack_id, len(definition.resources))  # the tree's size counts it
+    return traversal_graph(
+        template_requires={n: r.requires for n, r in definition.resources.items()},
+        current_rows={n: current[n] for n in definition.resources},
+        existing=existing,
+    )
 
 
 async def begin_stack_action(
@@ -142,6 +213,22 @@ async def _launch(
     event of its own after the one saying the action started."""
     # Only what differs from the graph of the traversal it preempts is written.
     await tx.start_traversal(stack.stack_id, traversal, graph, previous=stack.current_traversal)
+    await _announce(tx, stack, traversal, template_id, previous_template_id, action, reason, fx, notes)
+    await _trigger(tx, stack, traversal, graph, action, fx)
+
+
+async def _announce(
+    tx: Tx,
+    stack: StackRow,
+    traversal: TraversalId,
+    template_id: TemplateId,
+    previous_template_id: TemplateId | None,
+    action: Action,
+    reason: str,
+    fx: Effects,
+    notes: Sequence[UncheckedValue],
+) -> None:
+    """Make `traversal` the stack's, running `action` towards `template_id`, and say so."""
     await tx.begin_operation(
         stack.stack_id,
         traversal=traversal,
@@ -153,6 +240,17 @@ async def _launch(
     fx.stack_event(stack, action.value, "IN_PROGRESS", reason)
     for note in notes:
         fx.stack_event(stack, action.value, "IN_PROGRESS", note.message())
+
+
+async def _trigger(
+    tx: Tx,
+    stack: StackRow,
+    traversal: TraversalId,
+    graph: Mapping[Node, GraphNode],
+    action: Action,
+    fx: Effects,
+) -> None:
+    """Check the graph's leaves; an empty graph completes the operation at once."""
     for node in leaves(graph):
         fx.check(stack.stack_id, traversal, node, row_of(node))
     if not graph:

@@ -6,7 +6,8 @@ and every engine message to `Convergence.handle`. Each handling is one
 transaction that claims the message ids (inbox, so a redelivery changes
 nothing), reads the few rows the decision needs, decides (`checks` for a
 `CheckResource`, `results` for a `JobResult`, `nested.children` for a
-nested stack's job), and writes rows, events and outgoing messages (outbox)
+nested stack's job, `traversal.start_reserved` for an update's
+`StartTraversal`), and writes rows, events and outgoing messages (outbox)
 together; the outbox is published after commit. A batch claims its ids and
 reads its rows in one statement each (`store.prefetch`), decides each message
 in turn as it would be alone, and settles its finished nodes once at the end
@@ -36,11 +37,12 @@ from services.engine.core.model import Node, StackId, TraversalId
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.gates import Gates
-from services.engine.messages import CheckResource
+from services.engine.messages import CheckResource, StartTraversal
 from services.engine.nested.answer import cancel_children
 from services.engine.nested.children import Children
 from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.resolving import Resolved, ValuesNeeded
+from services.engine.traversal import start_reserved
 from shared.bus import Delivery
 from shared.messages import Message
 from shared.protocol import JobResult
@@ -111,7 +113,12 @@ class Convergence:
             if not await tx.claim_message(message.id):
                 log.debug("duplicate_message", message_id=message.id)
                 return
-            if isinstance(message, CheckResource):
+            if isinstance(message, CheckResource):  # its rows read (and locked) as a batch's
+                await tx.prefetch(
+                    resources=[message.resource_id],
+                    stacks=[StackId(message.stack_id)],
+                    nodes=[(TraversalId(message.traversal_id), Node(message.node))],
+                )
                 await checks.check(shell, tx, message, effects, resolved)
             elif isinstance(message, JobResult):
                 await results.result(shell, tx, message, effects)
@@ -119,6 +126,8 @@ class Convergence:
                 await shell.children.start(tx, message, effects)
             elif isinstance(message, CancelNested):
                 await shell.children.cancel(tx, message, effects)
+            elif isinstance(message, StartTraversal):
+                await start_reserved(tx, message, effects, definitions=shell.deps.definitions)
             await propagation.settle(shell, tx, effects)
             ids = await effects.commit(tx)
         await shell.deps.outbox.publish(ids, effects.messages)
@@ -145,7 +154,7 @@ class Convergence:
 
 def _context(message: Message) -> dict[str, str]:
     """What the log lines of handling `message` name."""
-    if isinstance(message, CheckResource):
+    if isinstance(message, CheckResource | StartTraversal):
         return {"stack_id": str(message.stack_id), "traversal_id": str(message.traversal_id)}
     if isinstance(message, JobResult):
         return {"stack_id": message.stack_id, "resource": message.resource_name, "job_id": message.job_id}

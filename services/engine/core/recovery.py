@@ -83,6 +83,7 @@ class PendingNode:
 class StackPlan:
     jobs: tuple[JobResend, ...]
     checks: tuple[Node, ...]  # nodes of the current traversal whose check is sent again
+    start: bool = False  # the current traversal's graph is not stored: its start is sent again
 
     def counts(self) -> dict[str, int]:
         """How many messages of each kind are sent (kinds with none are left out)."""
@@ -92,6 +93,8 @@ class StackPlan:
                 out[job.kind.value] = out.get(job.kind.value, 0) + 1
         if self.checks:
             out["check"] = len(self.checks)
+        if self.start:
+            out["start"] = 1
         return out
 
 
@@ -124,19 +127,29 @@ def plan(
     traversal: TraversalId | None,
     pending: Iterable[PendingNode],
     jobs: Sequence[JobInFlight],
+    graph_pending: bool = False,
 ) -> StackPlan:
     """What to send again for one stack. `pending` are the not-done nodes of its
     current `traversal` (none when no operation is in progress); `jobs` its rows
     with a job in flight. A ready node whose job is in flight (on its row, or on
-    the row replacing it) is moved by that job, not by a new check."""
+    the row replacing it) is moved by that job, not by a new check. `graph_pending`:
+    the update that made `traversal` the stack's has not stored its graph yet
+    (`traversal.start_reserved`), so its start is what is sent."""
     busy = {j.row.job_node for j in jobs if j.row.traversal_id == traversal and j.row.job_node is not None}
     checks = tuple(n for n in ready_nodes(pending) if n not in busy) if traversal is not None else ()
-    return StackPlan(tuple(resend_job(j) for j in jobs), checks)
+    start = traversal is not None and graph_pending
+    return StackPlan(tuple(resend_job(j) for j in jobs), () if start else checks, start)
 
 
 def report(counts: dict[str, int], *, stalled_seconds: float | None, running: Sequence[str]) -> str:
     """The stack event recording a recovery. `stalled_seconds` None: at start-up."""
-    names = {"job": "job", "observe": "observation", "nested_job": "nested stack job", "check": "check"}
+    names = {
+        "job": "job",
+        "observe": "observation",
+        "nested_job": "nested stack job",
+        "check": "check",
+        "start": "traversal start",
+    }
     sent = ", ".join(
         f"{n} {names[k]}{'' if n == 1 else 's'}" for k, n in sorted(counts.items()) if k in names
     )

@@ -16,7 +16,7 @@ use, locked or changed: to the resource it does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import structlog
 
@@ -209,11 +209,10 @@ async def admit_stack(
 
 
 async def admit_goal(
-    tx: Tx, stack: StackRow, definition: StackDefinition, existing: Sequence[ResourceRow], *, quotas: Quotas
+    tx: Tx, stack: StackRow, definition: StackDefinition, current: Mapping[str, ResourceId], *, quotas: Quotas
 ) -> None:
-    """Refuse a new goal for `stack` (its rows `existing`) that names a stack it may not
-    adopt, or grows its tree past the limit; nothing is changed."""
-    current = {r.name: r.resource_id for r in existing if r.replaced_by is None}
+    """Refuse a new goal for `stack` (its current rows' ids by name: `current`) that names
+    a stack it may not adopt, or grows its tree past the limit; nothing is changed."""
     await check_external_ids(tx, stack, definition, current)
     count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
     after = len(definition.resources)

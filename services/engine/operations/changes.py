@@ -8,10 +8,14 @@ why an operation is refused in `operations.errors`.
 
 An operation validates the new template before anything changes (parsing,
 validating and evaluating it in the template pool, `goals.load_goal`, never
-on the event loop), then in one transaction stores it, gives the stack a fresh traversal id (which alone
-preempts any operation still running), creates rows for new resources,
-stores the traversal graph computed from the template plus the existing rows
-(`core.graph`), and queues checks for the graph's leaves. Delete is an
+on the event loop). A create then, in one transaction, stores it, gives the
+stack a traversal id, creates the rows, stores the traversal graph
+(`core.graph`) and queues checks for the graph's leaves. An update or delete
+preempts first: its transaction stores the template and gives the stack a
+fresh traversal id (which alone preempts any operation still running, the
+moment it commits) and queues the rest — the rows of new resources, the graph
+from the template plus the existing rows, the leaves' checks — for whichever
+engine takes it (`traversal.preempt`, `traversal.start_reserved`). Delete is an
 update to an empty template. An update (or its preview) that changes the value
 of a parameter its template marks `immutable` is refused before anything
 changes (`ImmutableParameterModified`, Heat's 400).
@@ -30,7 +34,15 @@ from typing import Any, TypeVar
 
 import structlog
 
-from services.engine.core.model import Action, ResourceRow, StackId, StackRow, Status, TraversalId
+from services.engine.core.model import (
+    Action,
+    ResourceRow,
+    StackId,
+    StackRow,
+    Status,
+    TemplateId,
+    TraversalId,
+)
 from services.engine.core.row_change import ResourceChange
 from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import identity_of
@@ -43,7 +55,7 @@ from services.engine.operations.errors import ImmutableParameterModified, Refuse
 from services.engine.operations.preview import resource_changes
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import StackDefinition
-from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal
+from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt
 from shared.errors import ConflictError, InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -237,17 +249,27 @@ class Operations:
         definition, goal = loaded.definition, loaded.goal
         effects = Effects()
         async with self._deps.store.transaction() as tx:
-            await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
-            existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
-            locked = await tx.stack(stack_id, lock=True)  # orders concurrent operations on one stack
+            # Orders concurrent operations on one stack, and waits for the checks under way.
+            locked = await tx.stack(stack_id, lock=True)
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             if action is Action.UPDATE:
                 await self._refuse_immutable_changes(tx, locked, definition)
-            await admit_goal(tx, locked, definition, existing, quotas=self._deps.quotas)
+            await admit_goal(tx, locked, definition, await tx.current_ids(stack_id), quotas=self._deps.quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
-            traversal = await self._begin(tx, locked, goal, definition, action, effects, existing)
+            template_id = await self._store_template(tx, locked, goal, definition)
+            await tx.set_goal_resources(stack_id, len(definition.resources))  # the tree's size counts it
+            # Preempts whatever ran, from the commit on; the graph follows (`start_reserved`).
+            traversal = await preempt(
+                tx,
+                locked,
+                template_id=template_id,
+                action=action,
+                fx=effects,
+                ids=self._deps.ids,
+                notes=() if action is Action.DELETE else definition.unchecked,
+            )
             if settings is not None and settings.converge:
                 await tx.set_converge(traversal)  # each resource is observed before it is decided
             ids = await effects.commit(tx)
@@ -288,17 +310,7 @@ class Operations:
         fx: Effects,
         existing: list[ResourceRow],
     ) -> TraversalId:
-        template_id = self._deps.ids.template()
-        record = TemplateRecord(
-            template_id=template_id,
-            template=goal.template,
-            environment=goal.environment,
-            files=goal.files,
-            parameters=goal.parameters,
-            source=goal.source,
-        )
-        await tx.insert_template(stack.stack_id, record)
-        self._deps.definitions.put(template_id, definition)
+        template_id = await self._store_template(tx, stack, goal, definition)
         return await begin_traversal(
             tx,
             stack,
@@ -310,6 +322,23 @@ class Operations:
             answers=self._deps.answers,
             ids=self._deps.ids,
         )
+
+    async def _store_template(
+        self, tx: Tx, stack: StackRow, goal: Goal, definition: StackDefinition
+    ) -> TemplateId:
+        """Store `goal` as a new template of the stack (and keep its definition parsed)."""
+        template_id = self._deps.ids.template()
+        record = TemplateRecord(
+            template_id=template_id,
+            template=goal.template,
+            environment=goal.environment,
+            files=goal.files,
+            parameters=goal.parameters,
+            source=goal.source,
+        )
+        await tx.insert_template(stack.stack_id, record)
+        self._deps.definitions.put(template_id, definition)
+        return template_id
 
 
 def draft_stack(

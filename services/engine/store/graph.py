@@ -27,6 +27,7 @@ from services.engine.core.graph import StoredNode, carry_over, stored_nodes
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import NodeState, Prefetched
+from shared.errors import ConflictError
 
 #: The nodes of `traversal`: its own rows first, then those of its base it has none of.
 #: Parameters: $1 the traversal; the caller adds the node condition (`own.` / `b.` columns).
@@ -72,7 +73,8 @@ class GraphStatements:
         previous: TraversalId | None = None,
     ) -> None:
         """Store the graph of `traversal`; only the nodes that differ from the graph of
-        `previous` (the traversal it preempts) when few do. Older traversals of the
+        `previous` (the traversal it preempts) when few do; a traversal reserved
+        (`reserve_traversal`) gets its graph now. Older traversals of the
         stack are left alone (checks of them may still be committing) and pruned
         later, a base once no traversal names it.
 
@@ -84,13 +86,18 @@ class GraphStatements:
         sinks = sum(1 for n in graph.values() if not n.dependents)
         base = await self._base_of(previous) if previous is not None and nodes else None
         carried = carry_over(nodes, base[1]) if base is not None else None
-        await self._c.execute(
-            "INSERT INTO traversals (traversal_id, stack_id, remaining, base) VALUES ($1, $2, $3, $4)",
+        stored = await self._c.fetchval(
+            """INSERT INTO traversals (traversal_id, stack_id, remaining, base) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (traversal_id) DO UPDATE SET remaining = excluded.remaining, base = excluded.base
+               WHERE traversals.remaining IS NULL
+               RETURNING traversal_id""",
             traversal,
             stack_id,
             sinks,
             base[0] if base is not None and carried is not None else None,
         )
+        if stored is None:
+            raise ConflictError(f"the graph of traversal {traversal} is stored already")
         if carried is None:
             records = [
                 (traversal, node, s.requires_count, s.direct, s.synced, False) for node, s in nodes.items()
@@ -110,6 +117,22 @@ class GraphStatements:
                 columns=["traversal_id", "node", "requires_count", "direct", "synced", "done"],
                 records=records,
             )
+
+    async def reserve_traversal(self, stack_id: StackId, traversal: TraversalId) -> None:
+        """The row of a traversal made the stack's before its graph is stored
+        (`start_traversal` stores it; `graph_pending` says it has not yet)."""
+        await self._c.execute(
+            "INSERT INTO traversals (traversal_id, stack_id, remaining) VALUES ($1, $2, NULL)",
+            traversal,
+            stack_id,
+        )
+
+    async def graph_pending(self, traversal: TraversalId) -> bool:
+        """Whether `traversal` was reserved and its graph is not stored yet."""
+        pending = await self._c.fetchval(
+            "SELECT remaining IS NULL FROM traversals WHERE traversal_id = $1", traversal
+        )
+        return bool(pending)
 
     async def _base_of(self, previous: TraversalId) -> tuple[TraversalId, dict[Node, StoredNode]] | None:
         """The traversal whose rows hold the whole graph of `previous` (itself, or its

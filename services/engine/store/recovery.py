@@ -2,7 +2,8 @@
 
 Where it sits: mixed into `Tx`, used by `services.engine.recovery` in one
 transaction per batch of stacks. The stacks are taken with
-`FOR UPDATE SKIP LOCKED`, so exactly one engine recovers a given stack at a
+`FOR NO KEY UPDATE SKIP LOCKED` (checks' share locks neither hold them up nor
+hide them), so exactly one engine recovers a given stack at a
 time; each recovery is recorded (`stack_recoveries`), so a stack is
 recovered at most once per stall time. Only the stack rows are locked: the
 resource rows are read, never locked, so recovery cannot deadlock with a
@@ -48,7 +49,7 @@ class RecoveryStatements:
             f"""WITH {_BUSY}
                 SELECT s.stack_id FROM stacks s JOIN busy USING (stack_id)
                 WHERE s.deleted_at IS NULL AND ($1::uuid IS NULL OR s.stack_id > $1)
-                ORDER BY s.stack_id LIMIT $2 FOR UPDATE OF s SKIP LOCKED""",
+                ORDER BY s.stack_id LIMIT $2 FOR NO KEY UPDATE OF s SKIP LOCKED""",
             after,
             limit,
         )
@@ -79,7 +80,7 @@ class RecoveryStatements:
                                    WHERE r.stack_id = s.stack_id AND r.current_job IS NOT NULL
                                      AND r.updated_at < to_timestamp($1) - make_interval(secs => $2))
                       END
-                ORDER BY s.stack_id LIMIT $4 FOR UPDATE OF s SKIP LOCKED""",
+                ORDER BY s.stack_id LIMIT $4 FOR NO KEY UPDATE OF s SKIP LOCKED""",
             now,
             seconds,
             after,

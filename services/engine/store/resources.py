@@ -51,6 +51,15 @@ class ResourceStatements:
         )
         return [resource_row(r) for r in rows]
 
+    async def current_ids(self, stack_id: StackId) -> dict[str, ResourceId]:
+        """The ids of the stack's current rows (not replaced) by name, nothing locked."""
+        rows = await self._c.fetch(
+            """SELECT name, resource_id FROM resources WHERE stack_id = $1 AND replaced_by IS NULL
+               ORDER BY resource_id""",
+            stack_id,
+        )
+        return {r["name"]: ResourceId(r["resource_id"]) for r in rows}
+
     async def claim_resources(self, stack_id: StackId) -> list[ResourceRow]:
         """Lock every row of the stack (in id order, so concurrent claims cannot
         deadlock) and bump its version, returning the rows as they now are.

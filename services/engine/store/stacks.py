@@ -6,7 +6,8 @@ the stack (`stack`, served from a batch's prefetched rows when there are) to
 know whether their traversal is still the current one; the end of a traversal
 sets its outcome with a compare-and-set on that id (`set_stack_status`), so a
 newer operation is never overwritten by an older one. Timeouts (`overdue_stacks`)
-are shared between engines with SKIP LOCKED; a child stack records the parent's
+are shared between engines with SKIP LOCKED (`FOR NO KEY UPDATE`: checks' share
+locks neither hold them up nor hide a stack from them); a child stack records the parent's
 job its operation answers (`set_owner_job`, `take_owner_job`).
 """
 
@@ -79,6 +80,8 @@ class StackStatements:
         return job
 
     async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
+        """The stack's row; `lock`: for an operation, which changes it (`FOR UPDATE`, which
+        waits for the checks that hold it share-locked: `Tx.prefetch`)."""
         if not lock and self._reads is not None and stack_id in self._reads.stacks:
             return self._reads.stacks[stack_id]
         sql = f"SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"
@@ -124,7 +127,7 @@ class StackStatements:
                 FROM stacks s JOIN traversals t ON t.traversal_id = s.current_traversal
                 WHERE s.status = 'IN_PROGRESS' AND s.timeout_mins IS NOT NULL AND s.deleted_at IS NULL
                   AND t.created_at + make_interval(mins => s.timeout_mins) < to_timestamp($1)
-                ORDER BY t.created_at LIMIT $2 FOR UPDATE OF s SKIP LOCKED""",
+                ORDER BY t.created_at LIMIT $2 FOR NO KEY UPDATE OF s SKIP LOCKED""",
             now,
             limit,
         )

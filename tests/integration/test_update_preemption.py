@@ -1,0 +1,139 @@
+"""An update preempts in its request's own short transaction; the new traversal's
+graph is stored after, by whichever engine takes the `StartTraversal` it queued
+(services/engine/traversal.py: `preempt`, `start_reserved`).
+
+Real: PostgreSQL (a fresh, migrated database), the engine, worker and observer in
+one process on the in-process bus (tests/support/convergence.py), the engine's own
+transactions and recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import asyncpg
+import pytest
+
+from services.engine.core.model import Action, StackId, TemplateId, TraversalId
+from services.engine.core.sources import RANDOM_IDS
+from services.engine.effects import Effects
+from services.engine.messages import StartTraversal
+from services.engine.recovery import Recovery
+from services.engine.store.templates import TemplateRecord
+from services.engine.traversal import preempt, start_reserved
+from tests.scenarios.library import assert_world_matches, hot, thing
+from tests.support.convergence import Converge, converge
+
+pytestmark = pytest.mark.integration
+
+BEFORE = hot({"a": thing(value="a1"), "b": {**thing(value="b1"), "depends_on": ["a"]}})
+AFTER = hot({"a": thing(value="a2"), "b": {**thing(value="b2"), "depends_on": ["a"]}})
+
+
+async def created(cv: Converge) -> StackId:
+    stack_id = await cv.create("s", BEFORE)
+    assert await cv.settled(stack_id) == ("CREATE", "COMPLETE", "Stack CREATE completed successfully")
+    return stack_id
+
+
+async def current_traversal(pool: asyncpg.Pool, stack_id: StackId) -> TraversalId:
+    found = await pool.fetchval("SELECT current_traversal FROM stacks WHERE stack_id = $1", stack_id)
+    return TraversalId(found)
+
+
+async def waits_for_a_lock(pool: asyncpg.Pool, *, timeout: float = 20) -> None:
+    """Return once some session of this database waits for a lock (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        waiting = await pool.fetchval(
+            """SELECT count(*) FROM pg_stat_activity
+               WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+        )
+        if waiting:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no session waited for a lock")
+
+
+async def test_an_update_waits_for_the_checks_under_way_then_preempts_at_its_commit(
+    database_url: str,
+) -> None:
+    """A batch holds its stacks' rows share-locked until it commits: an update waits for
+    it, so no check of the traversal the update preempts issues a job after the update
+    committed. The stack's traversal moves when the update's own transaction commits,
+    before its graph is stored."""
+    async with converge(database_url, seed=1, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        before = await current_traversal(cv.pool, stack_id)
+        rows = await cv.rows(stack_id)
+        async with cv.engine.store.transaction() as tx:  # a batch under way, as handle_batch reads
+            await tx.prefetch(resources=[rows[0]["resource_id"]], stacks=[stack_id], nodes=[])
+            update = asyncio.create_task(cv.update(stack_id, AFTER))
+            await waits_for_a_lock(cv.pool)
+            assert not update.done()
+            assert await current_traversal(cv.pool, stack_id) == before
+        await asyncio.wait_for(update, timeout=20)
+        assert await current_traversal(cv.pool, stack_id) != before
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        assert_world_matches(cv.world, {"a": {"value": "a2"}, "b": {"value": "b2"}})
+
+
+async def test_an_update_whose_start_was_lost_is_started_again_by_recovery(database_url: str) -> None:
+    """The request's transaction committed and its `StartTraversal` never arrived (lost
+    with the broker, say): the stack is in progress with no graph, which the stall sweep
+    finds and starts; the update then runs to its end."""
+    async with converge(database_url, seed=2, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        store = cv.engine.store
+        template_id = TemplateId(uuid.uuid4())
+        async with store.transaction() as tx:  # the request's transaction, its messages dropped
+            stack = await tx.stack(stack_id, lock=True)
+            assert stack is not None
+            record = TemplateRecord(
+                template_id=template_id, template=AFTER, environment={}, files={}, parameters={}
+            )
+            await tx.insert_template(stack_id, record)
+            traversal = await preempt(
+                tx, stack, template_id=template_id, action=Action.UPDATE, fx=Effects(), ids=RANDOM_IDS
+            )
+            assert await tx.graph_pending(traversal)
+        assert await cv.state(stack_id) == ("UPDATE", "IN_PROGRESS")
+
+        later = Recovery(
+            store=store, outbox=cv.engine.outbox, stall_seconds=1, clock=lambda: time.time() + 3600
+        )
+        assert await later.recover_stalled() == 1
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        assert await current_traversal(cv.pool, stack_id) == traversal
+        assert_world_matches(cv.world, {"a": {"value": "a2"}, "b": {"value": "b2"}})
+        reasons = [e["reason"] for e in await cv.events(stack_id) if e["resource_name"] == "s"]
+        assert any("sent again: 1 traversal start" in r for r in reasons), reasons
+
+
+async def test_a_traversal_is_started_once_however_often_its_start_arrives(database_url: str) -> None:
+    """A second `StartTraversal` of a traversal already started (recovery's, under a new
+    message id) stores nothing and sends no check; nor does one of a traversal a newer
+    update has preempted since."""
+    async with converge(database_url, seed=3, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        await cv.update(stack_id, AFTER)
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        traversal = await current_traversal(cv.pool, stack_id)
+        nodes = await cv.pool.fetchval(
+            "SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", traversal
+        )
+
+        store, definitions = cv.engine.store, cv.engine.deps.definitions
+        for again in (traversal, TraversalId(uuid.uuid4())):  # started already; never the stack's
+            fx = Effects()
+            async with store.transaction() as tx:
+                start = StartTraversal(stack_id=stack_id, traversal_id=again, previous=None)
+                await start_reserved(tx, start, fx, definitions=definitions)
+            assert fx.messages == []
+        assert (
+            await cv.pool.fetchval("SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", traversal)
+            == nodes
+        )
+        assert await cv.state(stack_id) == ("UPDATE", "COMPLETE")
