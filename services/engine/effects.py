@@ -12,6 +12,10 @@ mean for their sync points and their traversal's end is settled once, just
 before the commit (`convergence.propagation.settle`), in one statement for all the sync
 points and one per traversal whose sinks finished.
 
+The traversal of each job issued is kept too (`issued`): the commit confirms each
+is still its stack's (`Tx.confirm_traversals`), so no job of a traversal an
+update has preempted commits after the update did.
+
 The node checks emitted are also kept as messages (`checks`), so that a batch
 can take some back and handle them in its own transaction instead of sending
 them (`convergence.follow_on`); `mark` and `undo` forget what was gathered
@@ -57,6 +61,7 @@ class Mark:
     messages: int
     events: int
     checks: int
+    issued: int
 
 
 @dataclass
@@ -66,6 +71,8 @@ class Effects:
     finished: Finished = field(default_factory=Finished)
     #: the node checks emitted and not taken back, each with its entry in `messages`
     checks: list[tuple[CheckResource, dict[str, Any]]] = field(default_factory=list)
+    #: the traversal each job was issued for, by stack: still each stack's at the commit
+    issued: list[tuple[StackId, TraversalId]] = field(default_factory=list)
 
     def emit(self, queue: str, message: Message) -> None:
         self.messages.append((queue, json.loads(message.encode())))
@@ -89,8 +96,12 @@ class Effects:
             self.messages = [m for m in self.messages if id(m[1]) not in bodies]
         return [message for message, _ in taken]
 
+    def issued_for(self, stack_id: StackId, traversal: TraversalId) -> None:
+        """A job of `traversal` was issued: `commit` confirms the stack still runs it."""
+        self.issued.append((stack_id, traversal))
+
     def mark(self) -> Mark:
-        return Mark(len(self.messages), len(self.events), len(self.checks))
+        return Mark(len(self.messages), len(self.events), len(self.checks), len(self.issued))
 
     def undo(self, mark: Mark) -> None:
         """Forget what was gathered since `mark` (nothing taken back meanwhile), and
@@ -98,6 +109,7 @@ class Effects:
         del self.messages[mark.messages :]
         del self.events[mark.events :]
         del self.checks[mark.checks :]
+        del self.issued[mark.issued :]
         self.finished = Finished()
 
     def event(
@@ -116,5 +128,9 @@ class Effects:
         self.event(stack.stack_id, stack.name, str(stack.stack_id), STACK_TYPE, action, status, reason)
 
     async def commit(self, tx: Tx) -> list[int]:
+        """Write the events and the outbox rows; first raise `ConflictError` if an update
+        has preempted a traversal a job was issued for (`Tx.confirm_traversals`), so that
+        from the update's commit on none of its preempted traversal's jobs commits."""
+        await tx.confirm_traversals(self.issued)
         await tx.add_events(self.events)
         return await tx.add_outbox(self.messages)

@@ -23,6 +23,7 @@ from services.engine.messages import StartTraversal
 from services.engine.recovery import Recovery
 from services.engine.store.templates import TemplateRecord
 from services.engine.traversal import preempt, start_reserved
+from shared.errors import ConflictError
 from tests.scenarios.library import assert_world_matches, hot, thing
 from tests.support.convergence import Converge, converge
 
@@ -57,26 +58,37 @@ async def waits_for_a_lock(pool: asyncpg.Pool, *, timeout: float = 20) -> None:
     raise AssertionError("no session waited for a lock")
 
 
-async def test_an_update_waits_for_the_checks_under_way_then_preempts_at_its_commit(
-    database_url: str,
-) -> None:
-    """A batch holds its stacks' rows share-locked until it commits: an update waits for
-    it, so no check of the traversal the update preempts issues a job after the update
-    committed. The stack's traversal moves when the update's own transaction commits,
-    before its graph is stored."""
+async def test_no_job_of_a_preempted_traversal_commits_after_the_update_did(database_url: str) -> None:
+    """A transaction that issued a job confirms, as it commits, that the job's traversal
+    is still its stack's, holding the stack row share-locked until the commit: an update
+    arriving meanwhile waits for that commit, and one that committed first makes the job's
+    transaction fail (a conflict: handled again, its check then finds itself preempted).
+    The stack's traversal moves when the update's own transaction commits, before the
+    new traversal's graph is stored."""
     async with converge(database_url, seed=1, duplicate_rate=0.0) as cv:
         stack_id = await created(cv)
         before = await current_traversal(cv.pool, stack_id)
-        rows = await cv.rows(stack_id)
-        async with cv.engine.store.transaction() as tx:  # a batch under way, as handle_batch reads
-            await tx.prefetch(resources=[rows[0]["resource_id"]], stacks=[stack_id], nodes=[])
+        store = cv.engine.store
+
+        async with store.transaction() as tx:  # a batch that issued a job of `before`, committing
+            issuing = Effects()
+            issuing.issued_for(stack_id, before)
+            await issuing.commit(tx)
             update = asyncio.create_task(cv.update(stack_id, AFTER))
             await waits_for_a_lock(cv.pool)
             assert not update.done()
             assert await current_traversal(cv.pool, stack_id) == before
         await asyncio.wait_for(update, timeout=20)
         assert await current_traversal(cv.pool, stack_id) != before
+
+        late = Effects()  # one that issued a job of `before` and commits after the update
+        late.issued_for(stack_id, before)
+        late.event(stack_id, "a", None, "Test::Thing", "UPDATE", "IN_PROGRESS", "late")
+        with pytest.raises(ConflictError, match="preempted"):
+            async with store.transaction() as tx:
+                await late.commit(tx)
         assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        assert "late" not in [e["reason"] for e in await cv.events(stack_id)]
         assert_world_matches(cv.world, {"a": {"value": "a2"}, "b": {"value": "b2"}})
 
 

@@ -113,12 +113,7 @@ class Convergence:
             if not await tx.claim_message(message.id):
                 log.debug("duplicate_message", message_id=message.id)
                 return
-            if isinstance(message, CheckResource):  # its rows read (and locked) as a batch's
-                await tx.prefetch(
-                    resources=[message.resource_id],
-                    stacks=[StackId(message.stack_id)],
-                    nodes=[(TraversalId(message.traversal_id), Node(message.node))],
-                )
+            if isinstance(message, CheckResource):
                 await checks.check(shell, tx, message, effects, resolved)
             elif isinstance(message, JobResult):
                 await results.result(shell, tx, message, effects)

@@ -43,6 +43,7 @@ async def issue(at: Check, order: JobOrder) -> None:
         previous=row.properties,
     )
     await update_row(at.tx, row, issuing.changes)
+    fx.issued_for(stack.stack_id, at.traversal)  # confirmed still the stack's at the commit
     e = issuing.event
     fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)
     if is_nested(type_name):  # run by an engine, as an operation of the child stack

@@ -13,17 +13,19 @@ job its operation answers (`set_owner_job`, `take_owner_job`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from services.engine.core.model import Action, ResourceId, StackId, StackRow, Status, TemplateId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.rows import STACK_COLUMNS, stack_row
+from shared.errors import ConflictError
 
 
 class StackStatements:
     _c: Conn  # the transaction's connection (`Tx`; `Watched` while prefetched rows are served)
     _reads: Prefetched | None
+    _moved: set[StackId]  # stacks whose traversal this transaction moved (`confirm_traversals`)
 
     async def insert_stack(
         self,
@@ -81,7 +83,7 @@ class StackStatements:
 
     async def stack(self, stack_id: StackId, *, lock: bool = False) -> StackRow | None:
         """The stack's row; `lock`: for an operation, which changes it (`FOR UPDATE`, which
-        waits for the checks that hold it share-locked: `Tx.prefetch`)."""
+        waits for the transactions confirming jobs of its traversal: `confirm_traversals`)."""
         if not lock and self._reads is not None and stack_id in self._reads.stacks:
             return self._reads.stacks[stack_id]
         sql = f"SELECT {STACK_COLUMNS} FROM stacks WHERE stack_id = $1 AND deleted_at IS NULL"
@@ -106,6 +108,7 @@ class StackStatements:
         action: Action,
         reason: str,
     ) -> None:
+        self._moved.add(stack_id)
         await self._c.execute(
             """UPDATE stacks SET current_traversal = $2, current_template_id = $3,
                    previous_template_id = $4, action = $5, status = 'IN_PROGRESS',
@@ -118,6 +121,27 @@ class StackStatements:
             action.value,
             reason,
         )
+
+    async def confirm_traversals(self, issued: Iterable[tuple[StackId, TraversalId]]) -> None:
+        """Raise `ConflictError` unless each stack still runs the traversal named with it:
+        the jobs this transaction issued for those traversals must not commit once an
+        update has preempted them. The stack rows stay share-locked (`FOR KEY SHARE`)
+        until the commit, so an update's `stack(lock=True)` waits for that, not longer
+        (the status changes of other checks, `FOR NO KEY UPDATE`, do not wait at all).
+        A stack whose traversal this transaction moved itself (`begin_operation`, after a
+        compare-and-set on the one it ran) is left out: its row is locked since."""
+        wanted = {s: t for s, t in issued if s not in self._moved}  # moved here: locked since
+        if not wanted:
+            return
+        rows = await self._c.fetch(
+            """SELECT stack_id, current_traversal FROM stacks WHERE stack_id = ANY($1::uuid[])
+               ORDER BY stack_id FOR KEY SHARE""",
+            sorted(wanted),
+        )
+        now = {r["stack_id"]: r["current_traversal"] for r in rows}
+        for stack_id, traversal in wanted.items():
+            if now.get(stack_id) != traversal:
+                raise ConflictError(f"stack {stack_id} was preempted while jobs of {traversal} were issued")
 
     async def overdue_stacks(self, now: float, *, limit: int = 20) -> list[StackRow]:
         """Stacks whose operation has run longer than its timeout_mins; each taken by
@@ -136,6 +160,7 @@ class StackStatements:
     async def stop_operation(self, stack_id: StackId, traversal: TraversalId, reason: str) -> None:
         """End the running operation where it is: a fresh traversal id with no graph
         stops its checks; the stack is FAILED with `reason`."""
+        self._moved.add(stack_id)
         await self._c.execute(
             """UPDATE stacks SET current_traversal = $2, status = 'FAILED', status_reason = $3,
                    updated_at = now() WHERE stack_id = $1""",

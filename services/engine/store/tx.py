@@ -71,6 +71,7 @@ class Tx(
         self._reads: Prefetched | None = None
         self._held: HeldWrites | None = None  # row writes held back while rows are prefetched
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
+        self._moved: set[StackId] = set()  # stacks whose traversal this transaction moved
 
     async def prefetch(
         self,
@@ -85,10 +86,6 @@ class Tx(
         answer from them until they are written. The resource rows are locked, in
         resource id order, as an operation claims its stack's rows (`claim_resources`):
         a batch and an operation, or two batches, never wait for each other in a cycle.
-        The stack rows are share-locked (`FOR KEY SHARE`, which any number of batches
-        hold at once, and the stack's status changes, `FOR NO KEY UPDATE`, ignore): an
-        operation preempting one of them (`stack(lock=True)`) waits for the batch, and
-        no check of the traversal it preempted issues a job once it has committed.
         `skip_locked`: rows another transaction holds are not waited for, nor read.
         Returns the ids of the resource rows read (and locked)."""
         await self.flush_writes()
@@ -108,7 +105,7 @@ class Tx(
         stack_ids = sorted(set(stacks) | {r.stack_id for r in reads.resources.values() if r is not None})
         rows = await self._raw.fetch(
             f"""SELECT {STACK_COLUMNS} FROM stacks
-                WHERE stack_id = ANY($1::uuid[]) AND deleted_at IS NULL ORDER BY stack_id FOR KEY SHARE""",
+                WHERE stack_id = ANY($1::uuid[]) AND deleted_at IS NULL""",
             stack_ids,
         )
         reads.stacks = dict.fromkeys(stack_ids)
@@ -161,6 +158,7 @@ class Tx(
         deadlock or serialization failure as a `ConflictError`). The rows read up front
         are forgotten when it is undone."""
         await self.flush_writes()
+        moved = set(self._moved)
         try:
             async with self._raw.transaction():
                 yield
@@ -171,7 +169,9 @@ class Tx(
             asyncpg.exceptions.LockNotAvailableError,
         ) as exc:
             self.forget_prefetched()
+            self._moved = moved
             raise ConflictError(f"concurrent update: {exc}") from exc
         except BaseException:
             self.forget_prefetched()
+            self._moved = moved
             raise
