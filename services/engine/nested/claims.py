@@ -208,12 +208,12 @@ async def admit_stack(
     return targets
 
 
-async def admit_goal(
-    tx: Tx, stack: StackRow, definition: StackDefinition, current: Mapping[str, ResourceId], *, quotas: Quotas
-) -> None:
-    """Refuse a new goal for `stack` (its current rows' ids by name: `current`) that names
-    a stack it may not adopt, or grows its tree past the limit; nothing is changed."""
-    await check_external_ids(tx, stack, definition, current)
+async def admit_goal(tx: Tx, stack: StackRow, definition: StackDefinition, *, quotas: Quotas) -> None:
+    """Refuse a new goal for `stack` that names a stack it may not adopt, or grows its
+    tree past the limit; nothing is changed. The stack's rows are read only if the goal
+    names a stack to adopt (an update of a big stack answers sooner)."""
+    if any(r.external_id is not None and is_nested(r.type) for r in definition.resources.values()):
+        await check_external_ids(tx, stack, definition, await tx.current_ids(stack.stack_id))
     count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
     after = len(definition.resources)
     refusal = tree_refusal(quotas, others=count.others, before=count.of_stack, after=after)

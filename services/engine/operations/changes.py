@@ -255,7 +255,7 @@ class Operations:
                 raise StackNotFound(f"stack {stack_id} not found")
             if action is Action.UPDATE:
                 await self._refuse_immutable_changes(tx, locked, definition)
-            await admit_goal(tx, locked, definition, await tx.current_ids(stack_id), quotas=self._deps.quotas)
+            await admit_goal(tx, locked, definition, quotas=self._deps.quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
             template_id = await self._store_template(tx, locked, goal, definition)
