@@ -33,4 +33,3 @@ class StartTraversal(Message):
 
     stack_id: uuid.UUID
     traversal_id: uuid.UUID
-    previous: uuid.UUID | None = None  # the traversal it preempted: the graph is stored as a change of its

@@ -112,8 +112,7 @@ async def preempt(
     await tx.reserve_traversal(stack.stack_id, traversal)
     reason = f"Stack {action.value} started"
     await _announce(tx, stack, traversal, template_id, stack.current_template_id, action, reason, fx, notes)
-    start = StartTraversal(stack_id=stack.stack_id, traversal_id=traversal, previous=stack.current_traversal)
-    fx.emit(ENGINE_QUEUE, start)
+    fx.emit(ENGINE_QUEUE, StartTraversal(stack_id=stack.stack_id, traversal_id=traversal))
     return traversal
 
 
@@ -142,8 +141,8 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
         return
     stack, template_id = found
     graph = await _lay_out(tx, stack, template_id, definition, existing)
-    previous = TraversalId(msg.previous) if msg.previous is not None else None
-    await tx.start_traversal(stack_id, traversal, graph, previous=previous)
+    # Stored as a change of the newest graph (the traversals preempted since have none).
+    await tx.start_traversal(stack_id, traversal, graph, previous=await tx.newest_graph(stack_id))
     await _trigger(tx, stack, traversal, graph, stack.action, fx)
 
 

@@ -33,6 +33,7 @@ from services.engine.store import Store, connect
 from services.engine.store.migrate import migrate
 from tests.scenarios.library import assert_world_matches, hot, slow, thing
 from tests.support.convergence import converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -225,6 +226,8 @@ async def test_updates_preempting_updates_of_the_same_shape_carry_the_graph_over
         assert (await cv.settled(stack))[:2] == ("CREATE", "COMPLETE")
         for value in ("1", "2", "3"):  # each preempts the one before, the same graph each time
             await cv.update(stack, goal(value))
+            # Its graph stored (an update preempted before that never stores one).
+            await eventually(lambda: graph_stored(cv.pool, stack), what="the update's graph stored")
         assert (await cv.settled(stack))[:2] == ("UPDATE", "COMPLETE")
         assert_world_matches(cv.world, {"t": {"value": "3"}, "u": {"value": "3-u"}, "v": {"value": "3"}})
         assert cv.world.created == 3  # the three things, none created twice
@@ -235,6 +238,17 @@ async def test_updates_preempting_updates_of_the_same_shape_carry_the_graph_over
         )
         assert current["base"] is not None
         assert await own_rows_in(cv.pool, current["traversal_id"]) == 8  # each node done: a row each
+
+
+async def graph_stored(pool: asyncpg.Pool, stack: StackId) -> bool:
+    """Whether the graph of the stack's current traversal is stored."""
+    return bool(
+        await pool.fetchval(
+            """SELECT t.remaining IS NOT NULL FROM traversals t JOIN stacks s
+               ON s.current_traversal = t.traversal_id WHERE s.stack_id = $1""",
+            stack,
+        )
+    )
 
 
 async def own_rows_in(pool: asyncpg.Pool, traversal: TraversalId) -> int:

@@ -141,7 +141,7 @@ async def test_a_traversal_is_started_once_however_often_its_start_arrives(datab
         for again in (traversal, TraversalId(uuid.uuid4())):  # started already; never the stack's
             fx = Effects()
             async with store.transaction() as tx:
-                start = StartTraversal(stack_id=stack_id, traversal_id=again, previous=None)
+                start = StartTraversal(stack_id=stack_id, traversal_id=again)
                 await start_reserved(tx, start, fx, definitions=definitions)
             assert fx.messages == []
         assert (

@@ -127,6 +127,15 @@ class GraphStatements:
             stack_id,
         )
 
+    async def newest_graph(self, stack_id: StackId) -> TraversalId | None:
+        """The stack's newest traversal whose graph is stored."""
+        found = await self._c.fetchval(
+            """SELECT traversal_id FROM traversals WHERE stack_id = $1 AND remaining IS NOT NULL
+               ORDER BY created_at DESC LIMIT 1""",
+            stack_id,
+        )
+        return TraversalId(found) if found is not None else None
+
     async def graph_pending(self, traversal: TraversalId) -> bool:
         """Whether `traversal` was reserved and its graph is not stored yet."""
         pending = await self._c.fetchval(
