@@ -428,6 +428,7 @@ class EngineService:
                 log.info("pruned", traversals=traversals, inbox=inbox)
 
     async def stop(self) -> None:
+        await self.operations.stop()
         try:
             await self.store.unregister_engine(self.engine_id)
         except StoreUnavailable as exc:

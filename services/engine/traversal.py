@@ -100,20 +100,22 @@ async def preempt(
     fx: Effects,
     ids: Ids,
     notes: Sequence[UncheckedValue] = (),
-) -> TraversalId:
+) -> StartTraversal:
     """Start an update (or delete) of `stack` (its row locked) towards `template_id`
     in two steps, the first of them now: a new traversal becomes the stack's, which
     preempts the one running (from this transaction's commit on, none of its checks
     issues a job: `StackStatements.stack`, `share`), and a `StartTraversal` is queued
     for the second, `start_reserved`, which stores the graph and triggers its leaves.
     What grows with the stack (reading and claiming its rows, the graph) is not in
-    the request's transaction, and any engine can do it. `notes`: as `_launch`'s."""
+    the request's transaction, and any engine can do it. `notes`: as `_launch`'s.
+    Returns the `StartTraversal` queued (its `traversal_id` is the new traversal's)."""
     traversal = ids.traversal()
     await tx.reserve_traversal(stack.stack_id, traversal)
     reason = f"Stack {action.value} started"
     await _announce(tx, stack, traversal, template_id, stack.current_template_id, action, reason, fx, notes)
-    fx.emit(ENGINE_QUEUE, StartTraversal(stack_id=stack.stack_id, traversal_id=traversal))
-    return traversal
+    start = StartTraversal(stack_id=stack.stack_id, traversal_id=traversal)
+    fx.emit(ENGINE_QUEUE, start)
+    return start
 
 
 async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definitions: DefinitionCache) -> None:

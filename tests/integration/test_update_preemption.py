@@ -10,8 +10,10 @@ transactions and recovery.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
 import pytest
@@ -20,10 +22,12 @@ from services.engine.core.model import Action, StackId, TemplateId, TraversalId
 from services.engine.core.sources import RANDOM_IDS
 from services.engine.effects import Effects
 from services.engine.messages import StartTraversal
+from services.engine.outbox import Outbox
 from services.engine.recovery import Recovery
 from services.engine.store.templates import TemplateRecord
 from services.engine.traversal import preempt, start_reserved
 from shared.errors import ConflictError
+from shared.protocol import ENGINE_QUEUE
 from tests.scenarios.library import assert_world_matches, hot, thing
 from tests.support.convergence import Converge, converge
 
@@ -107,9 +111,10 @@ async def test_an_update_whose_start_was_lost_is_started_again_by_recovery(datab
                 template_id=template_id, template=AFTER, environment={}, files={}, parameters={}
             )
             await tx.insert_template(stack_id, record)
-            traversal = await preempt(
+            start = await preempt(
                 tx, stack, template_id=template_id, action=Action.UPDATE, fx=Effects(), ids=RANDOM_IDS
             )
+            traversal = TraversalId(start.traversal_id)
             assert await tx.graph_pending(traversal)
         assert await cv.state(stack_id) == ("UPDATE", "IN_PROGRESS")
 
@@ -149,3 +154,45 @@ async def test_a_traversal_is_started_once_however_often_its_start_arrives(datab
             == nodes
         )
         assert await cv.state(stack_id) == ("UPDATE", "COMPLETE")
+
+
+async def test_the_engine_that_answers_stores_the_graph_and_the_outbox_covers_it_if_it_cannot(
+    database_url: str,
+) -> None:
+    """The engine that answered the update stores the graph itself (it has the goal parsed):
+    its `StartTraversal` is never sent. Had it died right after answering, the message is
+    still in the outbox, and a relay sends it to whichever engine takes it."""
+    async with converge(database_url, seed=4, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        sent = record_starts_sent(cv)
+        await cv.update(stack_id, AFTER)
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        assert sent == []
+        assert await cv.pool.fetchval("SELECT count(*) FROM outbox") == 0
+
+        cv.engine.operations._start_here = lambda start, outbox_id: None  # type: ignore[method-assign]
+        await cv.update(stack_id, BEFORE)  # answered; then "died" before storing the graph
+        assert await cv.state(stack_id) == ("UPDATE", "IN_PROGRESS")
+        assert await cv.pool.fetchval("SELECT count(*) FROM outbox") == 1
+        relay = Outbox(pool=cv.pool, bus=cv.engine.bus, stale_after=0)
+        assert await relay.relay_once() == 1
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        assert len(sent) == 1
+        assert_world_matches(cv.world, {"a": {"value": "a1"}, "b": {"value": "b1"}})
+
+
+def record_starts_sent(cv: Converge) -> list[str]:
+    """The traversal ids of the `StartTraversal`s published from now on."""
+    sent: list[str] = []
+    bus = cv.engine.bus
+    publish = bus.publish_raw_batch
+
+    async def recording(bodies: Sequence[tuple[str, bytes]]) -> None:
+        for queue, body in bodies:
+            message = json.loads(body)
+            if queue == ENGINE_QUEUE and message.get("kind") == StartTraversal.kind:
+                sent.append(message["traversal_id"])
+        await publish(bodies)
+
+    bus.publish_raw_batch = recording  # type: ignore[method-assign]
+    return sent

@@ -28,6 +28,7 @@ children, so its abandon data can adopt them again.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -49,14 +50,16 @@ from services.engine.definitions import identity_of
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
+from services.engine.messages import StartTraversal
 from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids
 from services.engine.operations.actions import abandon_stack, begin_action, cancel_operation
 from services.engine.operations.errors import ImmutableParameterModified, Refused, StackExists, StackNotFound
 from services.engine.operations.preview import resource_changes
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import StackDefinition
-from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt
-from shared.errors import ConflictError, InvalidInput
+from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt, start_reserved
+from shared.errors import ConflictError, ConvergeError, InvalidInput
+from shared.tasks import log_task_failure
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +71,7 @@ class Operations:
 
     def __init__(self, deps: EngineDeps) -> None:
         self._deps = deps  # ids: new stacks', templates' and traversals'
+        self._starting: set[asyncio.Task[None]] = set()  # graphs being stored here (`_start_here`)
 
     async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
@@ -261,7 +265,7 @@ class Operations:
             template_id = await self._store_template(tx, locked, goal, definition)
             await tx.set_goal_resources(stack_id, len(definition.resources))  # the tree's size counts it
             # Preempts whatever ran, from the commit on; the graph follows (`start_reserved`).
-            traversal = await preempt(
+            start = await preempt(
                 tx,
                 locked,
                 template_id=template_id,
@@ -270,11 +274,44 @@ class Operations:
                 ids=self._deps.ids,
                 notes=() if action is Action.DELETE else definition.unchecked,
             )
+            traversal = TraversalId(start.traversal_id)
             if settings is not None and settings.converge:
                 await tx.set_converge(traversal)  # each resource is observed before it is decided
-            ids = await effects.commit(tx)
-        await self._deps.outbox.publish(ids, effects.messages)
+            (start_row,) = await effects.commit(tx)  # the StartTraversal's, the one message
+        self._start_here(start, start_row)
         return traversal
+
+    def _start_here(self, start: StartTraversal, outbox_id: int) -> None:
+        """Store the new traversal's graph on this engine, which has its goal parsed, once
+        the request is answered. The `StartTraversal` stays in the outbox meanwhile: if this
+        engine dies first, or takes longer than the outbox's stale time, any engine's relay
+        sends it and whichever engine takes it does the same (`traversal.start_reserved`)."""
+        task = asyncio.create_task(self._start(start, outbox_id), name=f"start-{start.traversal_id}")
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+        task.add_done_callback(log_task_failure)
+
+    async def _start(self, start: StartTraversal, outbox_id: int) -> None:
+        async def attempt() -> tuple[list[int], Effects]:
+            effects = Effects()
+            async with self._deps.store.transaction() as tx:
+                await tx.take_outbox(outbox_id)
+                if await tx.claim_message(start.id):  # a relayed copy is then a duplicate
+                    await start_reserved(tx, start, effects, definitions=self._deps.definitions)
+                return await effects.commit(tx), effects
+
+        try:
+            ids, effects = await _retrying(attempt)
+        except ConvergeError as exc:
+            log.warning("start_left_to_the_outbox", traversal_id=str(start.traversal_id), error=str(exc))
+            return
+        await self._deps.outbox.publish(ids, effects.messages)
+
+    async def stop(self) -> None:
+        """Stop the graphs being stored here; their `StartTraversal`s are still in the outbox."""
+        for task in list(self._starting):
+            task.cancel()
+        await asyncio.gather(*self._starting, return_exceptions=True)
 
     async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, definition: StackDefinition) -> None:
         """Heat's `immutable_params_modified`: a parameter both templates declare, immutable

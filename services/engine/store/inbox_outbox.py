@@ -55,3 +55,8 @@ class OutboxStatements:
             self._engine_id,
         )
         return [r["outbox_id"] for r in rows]
+
+    async def take_outbox(self, outbox_id: int) -> None:
+        """Delete an outbox row whose message this transaction handles itself (it is then
+        never sent; if a relay sent it first, its receiver finds the work done)."""
+        await self._c.execute("DELETE FROM outbox WHERE outbox_id = $1", outbox_id)
