@@ -103,9 +103,9 @@ async def preempt(
 ) -> StartTraversal:
     """Start an update (or delete) of `stack` (its row locked) towards `template_id`
     in two steps, the first of them now: a new traversal becomes the stack's, which
-    preempts the one running (from this transaction's commit on, none of its checks
-    issues a job: `StackStatements.stack`, `share`), and a `StartTraversal` is queued
-    for the second, `start_reserved`, which stores the graph and triggers its leaves.
+    preempts the one running (from this transaction's commit on, no job of it commits:
+    `Effects.commit`, `Tx.confirm_traversals`), and a `StartTraversal` is queued for
+    the second, `start_reserved`, which stores the graph and triggers its leaves.
     What grows with the stack (reading and claiming its rows, the graph) is not in
     the request's transaction, and any engine can do it. `notes`: as `_launch`'s.
     Returns the `StartTraversal` queued (its `traversal_id` is the new traversal's)."""
