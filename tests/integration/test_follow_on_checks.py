@@ -10,7 +10,6 @@ not handled where it was triggered.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -19,9 +18,9 @@ import pytest
 
 from services.engine.core.model import StackId
 from services.engine.core.sources import Ids
+from services.engine.messages import CheckResource
 from services.engine.store.tx import Tx
-from shared.protocol import ENGINE_QUEUE
-from tests.support.convergence import Converge, converge
+from tests.support.convergence import Converge, converge, record_published
 from tests.support.engine_settings import engine_settings
 
 pytestmark = pytest.mark.integration
@@ -40,19 +39,7 @@ def chain(names: Sequence[str], **extra: dict[str, Any]) -> dict[str, Any]:
 
 def record_checks_sent(cv: Converge) -> list[int]:
     """The resource ids of the node checks published on the engine queue from now on."""
-    sent: list[int] = []
-    bus = cv.engine.bus
-    publish = bus.publish_raw_batch
-
-    async def recording(bodies: Sequence[tuple[str, bytes]]) -> None:
-        for queue, body in bodies:
-            message = json.loads(body)
-            if queue == ENGINE_QUEUE and message.get("kind") == "engine.check":
-                sent.append(message["resource_id"])
-        await publish(bodies)
-
-    bus.publish_raw_batch = recording  # type: ignore[method-assign]
-    return sent
+    return record_published(cv, CheckResource.kind, "resource_id")
 
 
 async def names_of(cv: Converge, stack: StackId, resource_ids: list[int]) -> list[str]:

@@ -10,10 +10,8 @@ transactions and recovery.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
-from collections.abc import Sequence
 
 import asyncpg
 import pytest
@@ -27,9 +25,8 @@ from services.engine.recovery import Recovery
 from services.engine.store.templates import TemplateRecord
 from services.engine.traversal import preempt, start_reserved
 from shared.errors import ConflictError
-from shared.protocol import ENGINE_QUEUE
 from tests.scenarios.library import assert_world_matches, hot, thing
-from tests.support.convergence import Converge, converge
+from tests.support.convergence import Converge, converge, record_published
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +161,7 @@ async def test_the_engine_that_answers_stores_the_graph_and_the_outbox_covers_it
     still in the outbox, and a relay sends it to whichever engine takes it."""
     async with converge(database_url, seed=4, duplicate_rate=0.0) as cv:
         stack_id = await created(cv)
-        sent = record_starts_sent(cv)
+        sent = record_published(cv, StartTraversal.kind, "traversal_id")
         await cv.update(stack_id, AFTER)
         assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
         assert sent == []
@@ -179,20 +176,3 @@ async def test_the_engine_that_answers_stores_the_graph_and_the_outbox_covers_it
         assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
         assert len(sent) == 1
         assert_world_matches(cv.world, {"a": {"value": "a1"}, "b": {"value": "b1"}})
-
-
-def record_starts_sent(cv: Converge) -> list[str]:
-    """The traversal ids of the `StartTraversal`s published from now on."""
-    sent: list[str] = []
-    bus = cv.engine.bus
-    publish = bus.publish_raw_batch
-
-    async def recording(bodies: Sequence[tuple[str, bytes]]) -> None:
-        for queue, body in bodies:
-            message = json.loads(body)
-            if queue == ENGINE_QUEUE and message.get("kind") == StartTraversal.kind:
-                sent.append(message["traversal_id"])
-        await publish(bodies)
-
-    bus.publish_raw_batch = recording  # type: ignore[method-assign]
-    return sent

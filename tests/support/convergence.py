@@ -15,9 +15,10 @@ as a test process's API client would reach a surviving engine.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,24 @@ class Converge:
         return list(
             await self.pool.fetch("SELECT * FROM events WHERE stack_id = $1 ORDER BY event_seq", stack_id)
         )
+
+
+def record_published(cv: Converge, kind: str, field: str) -> list[Any]:
+    """`field` of each message of `kind` published on the engine queue from now on (a
+    list that grows as they are)."""
+    sent: list[Any] = []
+    bus = cv.engine.bus
+    publish = bus.publish_raw_batch
+
+    async def recording(bodies: Sequence[tuple[str, bytes]]) -> None:
+        for queue, body in bodies:
+            message = json.loads(body)
+            if queue == ENGINE_QUEUE and message.get("kind") == kind:
+                sent.append(message[field])
+        await publish(bodies)
+
+    bus.publish_raw_batch = recording  # type: ignore[method-assign]
+    return sent
 
 
 @contextlib.asynccontextmanager

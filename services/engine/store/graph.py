@@ -145,9 +145,12 @@ class GraphStatements:
 
     async def _base_of(self, previous: TraversalId) -> tuple[TraversalId, dict[Node, StoredNode]] | None:
         """The traversal whose rows hold the whole graph of `previous` (itself, or its
-        base), and that graph's structure; None if `previous` is gone."""
+        base), and that graph's structure; None if `previous` is gone or has no graph
+        (reserved, never stored: `reserve_traversal`)."""
         root: TraversalId | None = await self._c.fetchval(
-            "SELECT coalesce(base, traversal_id) FROM traversals WHERE traversal_id = $1", previous
+            """SELECT coalesce(base, traversal_id) FROM traversals
+               WHERE traversal_id = $1 AND remaining IS NOT NULL""",
+            previous,
         )
         if root is None:
             return None
