@@ -6,10 +6,11 @@ out, and `operations` when an update is cancelled. Starting a traversal is
 one transaction (`begin_traversal`): new rows for new resources, the graph
 (`core.graph`), the stack's fresh traversal id (which alone preempts whatever
 was running) and checks for the graph's leaves. An update or delete asked
-through the API starts in two (`preempt`, then `start_reserved` on whichever
-engine takes the `StartTraversal` it queued): the request's transaction only
-moves the traversal id, so it preempts in milliseconds whatever the stack's
-size; the rows, the graph and the first checks follow.
+through the API starts in two (`preempt`, then `start_reserved`, run by the
+engine that answered or, if it cannot, by whichever engine the `StartTraversal`
+queued in the outbox reaches): the request's transaction only moves the
+traversal id, so the preemption does not wait for the stack's rows; the rows,
+the graph and the first checks follow.
 
 Rollback converges back to the previous template (nothing, after a failed
 create); an operation towards the template the stack already had (a heal)

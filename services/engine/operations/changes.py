@@ -14,8 +14,9 @@ stack a traversal id, creates the rows, stores the traversal graph
 preempts first: its transaction stores the template and gives the stack a
 fresh traversal id (which alone preempts any operation still running, the
 moment it commits) and queues the rest — the rows of new resources, the graph
-from the template plus the existing rows, the leaves' checks — for whichever
-engine takes it (`traversal.preempt`, `traversal.start_reserved`). Delete is an
+from the template plus the existing rows, the leaves' checks — which this
+engine then does (or, if it cannot, whichever engine the queued message
+reaches: `traversal.preempt`, `traversal.start_reserved`). Delete is an
 update to an empty template. An update (or its preview) that changes the value
 of a parameter its template marks `immutable` is refused before anything
 changes (`ImmutableParameterModified`, Heat's 400).
@@ -253,7 +254,8 @@ class Operations:
         definition, goal = loaded.definition, loaded.goal
         effects = Effects()
         async with self._deps.store.transaction() as tx:
-            # Orders concurrent operations on one stack, and waits for the checks under way.
+            # Orders concurrent operations on one stack, and waits for the commits of jobs
+            # of the traversal it preempts (`Tx.confirm_traversals`).
             locked = await tx.stack(stack_id, lock=True)
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")

@@ -130,16 +130,16 @@ class StackStatements:
         (the status changes of other checks, `FOR NO KEY UPDATE`, do not wait at all).
         A stack whose traversal this transaction moved itself (`begin_operation`, after a
         compare-and-set on the one it ran) is left out: its row is locked since."""
-        wanted = {s: t for s, t in issued if s not in self._moved}  # moved here: locked since
+        wanted = {(s, t) for s, t in issued if s not in self._moved}  # moved here: locked since
         if not wanted:
             return
         rows = await self._c.fetch(
             """SELECT stack_id, current_traversal FROM stacks WHERE stack_id = ANY($1::uuid[])
                ORDER BY stack_id FOR KEY SHARE""",
-            sorted(wanted),
+            sorted({s for s, _ in wanted}),
         )
         now = {r["stack_id"]: r["current_traversal"] for r in rows}
-        for stack_id, traversal in wanted.items():
+        for stack_id, traversal in sorted(wanted):
             if now.get(stack_id) != traversal:
                 raise ConflictError(f"stack {stack_id} was preempted while jobs of {traversal} were issued")
 
