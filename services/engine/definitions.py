@@ -9,6 +9,7 @@ loop; a hit costs nothing but the lookup.
 from __future__ import annotations
 
 import asyncio
+import pickle
 from collections import OrderedDict
 from collections.abc import Mapping
 
@@ -49,7 +50,14 @@ class DefinitionCache:
         self._templates = templates
         self._size = size
         self._cache: OrderedDict[TemplateId, StackDefinition] = OrderedDict()
+        self._packed: dict[TemplateId, bytes] = {}  # definitions put pickled, not asked for yet
         self._loading: dict[TemplateId, asyncio.Lock] = {}
+
+    def put_packed(self, template_id: TemplateId, packed: bytes) -> None:
+        """`put` a definition still pickled (`goals.prepare_update`): unpickled when first asked for."""
+        self._packed[template_id] = packed
+        while len(self._packed) > self._size:
+            self._packed.pop(next(iter(self._packed)))
 
     def put(self, template_id: TemplateId, definition: StackDefinition) -> None:
         self._cache[template_id] = definition
@@ -84,6 +92,9 @@ class DefinitionCache:
                 del self._loading[template_id]
 
     def _cached(self, template_id: TemplateId) -> StackDefinition | None:
+        packed = self._packed.pop(template_id, None)
+        if packed is not None:
+            self.put(template_id, pickle.loads(packed))  # made by this engine's template pool
         cached = self._cache.get(template_id)
         if cached is not None:
             self._cache.move_to_end(template_id)

@@ -9,11 +9,13 @@ stack's current goal where the request keeps it), `validate_goal` for
 and `load_child_goal` for a nested resource's child stack. Each makes one
 evaluation `Budget` for the whole request, and returns (or raises) only what
 pickles: the parsed documents, the `StackDefinition`, `InvalidInput` errors.
+`prepare_update` is `load_goal` for an update, its definition sent back packed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from services.engine.core.child_goals import ChildGoal, child_goal
 from services.engine.core.groups import check_group_sizes, group_policy_errors
 from services.engine.core.nested_checks import nested_errors
-from services.engine.core.nesting import NestedInvalid, ScalingState
+from services.engine.core.nesting import NestedInvalid, ScalingState, is_nested
 from services.engine.core.updates import patched_parts
 from services.engine.storable import check_storable, storable_text
 from services.engine.template import (
@@ -32,6 +34,7 @@ from services.engine.template import (
     StackIdentity,
     Template,
     TemplateLimits,
+    UncheckedValue,
     load_stack,
     validate_response,
 )
@@ -199,6 +202,50 @@ def load_goal(
     assert definition is not None
     check_group_sizes(definition)
     return LoadedGoal(goal, definition, adopt)
+
+
+@dataclass(frozen=True)
+class UpdateGoal:
+    """An update's goal as its request needs it (`prepare_update`): what is checked before
+    the stack's traversal moves, and the definition itself packed, so that bringing it
+    back from the pool costs the request nothing; it is unpickled when first used, once
+    the request is answered (`DefinitionCache.put_packed`)."""
+
+    goal: Goal
+    immutable: Mapping[str, Any]  # the parameters the template marks immutable, with their values
+    external: tuple[tuple[str, str], ...]  # (resource, external_id) of the nested resources naming one
+    resources: int
+    unchecked: tuple[UncheckedValue, ...]
+    packed: bytes  # the `StackDefinition`, pickled
+
+
+def prepare_update(
+    spec: GoalSpec,
+    identity: StackIdentity,
+    types: TypeTable,
+    limits: TemplateLimits,
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+) -> UpdateGoal:
+    """`load_goal`, for an update (or delete): its definition packed (`UpdateGoal`)."""
+    loaded = load_goal(spec, identity, types, limits, constraints)
+    definition = loaded.definition
+    return UpdateGoal(
+        goal=loaded.goal,
+        immutable=definition.immutable_values(),
+        external=external_refs(definition),
+        resources=len(definition.resources),
+        unchecked=tuple(definition.unchecked),
+        packed=pickle.dumps(definition, protocol=pickle.HIGHEST_PROTOCOL),
+    )
+
+
+def external_refs(definition: StackDefinition) -> tuple[tuple[str, str], ...]:
+    """(resource, external_id) of each nested resource that names a stack to adopt."""
+    return tuple(
+        (name, r.external_id)
+        for name, r in sorted(definition.resources.items())
+        if r.external_id is not None and is_nested(r.type)
+    )
 
 
 def _template(goal: Goal, limits: TemplateLimits, errors: ErrorList) -> Template | None:

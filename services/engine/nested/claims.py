@@ -16,7 +16,7 @@ use, locked or changed: to the resource it does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import structlog
 
@@ -24,6 +24,7 @@ from services.engine.core.model import ResourceId, ResourceRow, StackId, StackRo
 from services.engine.core.nesting import is_nested
 from services.engine.core.ownership import Claim, Holder, Verdict, may_own, stack_id_of, unknown_stack
 from services.engine.core.quotas import QuotaExceeded, Quotas, stack_quota_message, tree_refusal
+from services.engine.goals import external_refs
 from services.engine.store.tenancy import Subtree
 from services.engine.store.tx import Tx
 from services.engine.template import StackDefinition
@@ -128,17 +129,15 @@ async def release(tx: Tx, parent: StackRow, row: ResourceRow) -> bool:
 
 
 async def check_external_ids(
-    tx: Tx, stack: StackRow, definition: StackDefinition, rows: Mapping[str, ResourceId]
+    tx: Tx, stack: StackRow, refs: Iterable[tuple[str, str]], rows: Mapping[str, ResourceId]
 ) -> None:
     """Refuse (`InvalidInput` naming `resources.<name>.external_id`) a goal in which a nested
     resource's `external_id` names a stack it may neither own nor adopt, or one another
-    resource names too. `rows` are the stack's current row ids by name. Nothing is locked or
-    changed: the forward check decides again when it adopts."""
+    resource names too. `refs`: (resource, external_id) of the goal's nested resources that
+    name one (`goals.external_refs`); `rows` are the stack's current row ids by name.
+    Nothing is locked or changed: the forward check decides again when it adopts."""
     named: dict[StackId, str] = {}
-    for name, resource in sorted(definition.resources.items()):
-        ref = resource.external_id
-        if ref is None or not is_nested(resource.type):
-            continue
+    for name, ref in refs:
         where = f"resources.{name}.external_id"
         verdict, target = await claim(tx, Holder.of(stack, rows.get(name)), ref)
         if target is None:
@@ -198,7 +197,7 @@ async def admit_stack(
     stacks it names (`check_external_ids`, `stacks_to_adopt`, whose result it returns), the
     tree limit, and the project's stack quota, counted under the project's lock held until
     the transaction ends (so concurrent creates are counted one after another)."""
-    await check_external_ids(tx, draft, definition, {})
+    await check_external_ids(tx, draft, external_refs(definition), {})
     targets = await stacks_to_adopt(tx, draft, definition, adopt, max_depth=max_depth, quotas=quotas)
     refusal = tree_refusal(quotas, others=0, before=0, after=len(definition.resources))
     if refusal is not None:
@@ -208,14 +207,17 @@ async def admit_stack(
     return targets
 
 
-async def admit_goal(tx: Tx, stack: StackRow, definition: StackDefinition, *, quotas: Quotas) -> None:
-    """Refuse a new goal for `stack` that names a stack it may not adopt, or grows its
-    tree past the limit; nothing is changed. The stack's rows are read only if the goal
-    names a stack to adopt (an update of a big stack answers sooner)."""
-    if any(r.external_id is not None and is_nested(r.type) for r in definition.resources.values()):
-        await check_external_ids(tx, stack, definition, await tx.current_ids(stack.stack_id))
+async def admit_goal(
+    tx: Tx, stack: StackRow, refs: Sequence[tuple[str, str]], resources: int, *, quotas: Quotas
+) -> None:
+    """Refuse a new goal for `stack` (its nested resources' external ids `refs`, as
+    `check_external_ids` takes them, and its number of `resources`) that names a stack it
+    may not adopt, or grows its tree past the limit; nothing is changed. The stack's rows
+    are read only if the goal names a stack to adopt (a big stack's update answers sooner)."""
+    if refs:
+        await check_external_ids(tx, stack, refs, await tx.current_ids(stack.stack_id))
     count = await tx.tree_resources(stack.root, stack_id=stack.stack_id)
-    after = len(definition.resources)
+    after = resources
     refusal = tree_refusal(quotas, others=count.others, before=count.of_stack, after=after)
     if refusal is not None:
         raise QuotaExceeded(refusal, path="resources")

@@ -50,7 +50,7 @@ from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import identity_of
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
-from services.engine.goals import Goal, GoalSpec, LoadedGoal, load_goal
+from services.engine.goals import Goal, GoalSpec, LoadedGoal, external_refs, load_goal, prepare_update
 from services.engine.messages import StartTraversal
 from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids
 from services.engine.operations.actions import abandon_stack, begin_action, cancel_operation
@@ -58,6 +58,7 @@ from services.engine.operations.errors import ImmutableParameterModified, Refuse
 from services.engine.operations.preview import resource_changes
 from services.engine.store.tx import TemplateRecord, Tx
 from services.engine.template import StackDefinition
+from services.engine.template.definition import immutable_changes
 from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt, start_reserved
 from shared.errors import ConflictError, ConvergeError, InvalidInput
 from shared.tasks import log_task_failure
@@ -89,7 +90,7 @@ class Operations:
         """`validate`, and refuse a nested `external_id` the new stack could not adopt."""
         definition = await self.validate(goal, draft)
         async with self._deps.store.transaction() as tx:
-            await check_external_ids(tx, draft, definition, {})
+            await check_external_ids(tx, draft, external_refs(definition), {})
         return definition
 
     async def create(
@@ -182,9 +183,9 @@ class Operations:
         loaded = await self.load(goal, stack)
         definition = loaded.definition
         async with self._deps.store.transaction() as tx:
-            await self._refuse_immutable_changes(tx, stack, definition)
+            await self._refuse_immutable_changes(tx, stack, definition.immutable_values())
             current_ids = {r.name: r.resource_id for r in rows if r.replaced_by is None}
-            await check_external_ids(tx, stack, definition, current_ids)
+            await check_external_ids(tx, stack, external_refs(definition), current_ids)
         changes = await resource_changes(
             rows, definition, loaded.goal, types=self._deps.types, templates=self._deps.templates
         )
@@ -246,12 +247,14 @@ class Operations:
             stack = await tx.stack(stack_id)
         if stack is None:
             raise StackNotFound(f"stack {stack_id} not found")
+        spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
+        deps, identity = self._deps, identity_of(stack)
         if action is Action.DELETE:  # the constant empty template: nothing a user controls
-            spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-            loaded = load_goal(spec, identity_of(stack), self._deps.types, self._deps.limits)
-        else:
-            loaded = await self.load(goal, stack)
-        definition, goal = loaded.definition, loaded.goal
+            prepared = prepare_update(spec, identity, deps.types, deps.limits)
+        else:  # its definition comes back packed: unpickled once the request is answered
+            prepared = await deps.templates.run(
+                prepare_update, spec, identity, deps.types, deps.limits, deps.constraints
+            )
         effects = Effects()
         async with self._deps.store.transaction() as tx:
             # Orders concurrent operations on one stack, and waits for the commits of jobs
@@ -260,12 +263,13 @@ class Operations:
             if locked is None:
                 raise StackNotFound(f"stack {stack_id} not found")
             if action is Action.UPDATE:
-                await self._refuse_immutable_changes(tx, locked, definition)
-            await admit_goal(tx, locked, definition, quotas=self._deps.quotas)
+                await self._refuse_immutable_changes(tx, locked, prepared.immutable)
+            await admit_goal(tx, locked, prepared.external, prepared.resources, quotas=deps.quotas)
             if settings is not None:
                 locked = await self._settle_settings(tx, locked, settings, patch=patch)
-            template_id = await self._store_template(tx, locked, goal, definition)
-            await tx.set_goal_resources(stack_id, len(definition.resources))  # the tree's size counts it
+            template_id = await self._store_template(tx, locked, prepared.goal)
+            deps.definitions.put_packed(template_id, prepared.packed)
+            await tx.set_goal_resources(stack_id, prepared.resources)  # the tree's size counts it
             # Preempts whatever ran, from the commit on; the graph follows (`start_reserved`).
             start = await preempt(
                 tx,
@@ -274,7 +278,7 @@ class Operations:
                 action=action,
                 fx=effects,
                 ids=self._deps.ids,
-                notes=() if action is Action.DELETE else definition.unchecked,
+                notes=() if action is Action.DELETE else prepared.unchecked,
             )
             traversal = TraversalId(start.traversal_id)
             if settings is not None and settings.converge:
@@ -315,13 +319,14 @@ class Operations:
             task.cancel()
         await asyncio.gather(*self._starting, return_exceptions=True)
 
-    async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, definition: StackDefinition) -> None:
+    async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, immutable: Mapping[str, Any]) -> None:
         """Heat's `immutable_params_modified`: a parameter both templates declare, immutable
-        in the new one, whose value would change refuses the update before anything changes."""
+        in the new one (`immutable`: those, with their new values), whose value would
+        change refuses the update before anything changes."""
         if stack.current_template_id is None:
             return
         current = await self._deps.definitions.get(tx, stack, stack.current_template_id)
-        changed = definition.immutable_violations(current)
+        changed = immutable_changes(immutable, current)
         if changed:
             raise ImmutableParameterModified(changed)
 
@@ -349,7 +354,8 @@ class Operations:
         fx: Effects,
         existing: list[ResourceRow],
     ) -> TraversalId:
-        template_id = await self._store_template(tx, stack, goal, definition)
+        template_id = await self._store_template(tx, stack, goal)
+        self._deps.definitions.put(template_id, definition)
         return await begin_traversal(
             tx,
             stack,
@@ -362,10 +368,8 @@ class Operations:
             ids=self._deps.ids,
         )
 
-    async def _store_template(
-        self, tx: Tx, stack: StackRow, goal: Goal, definition: StackDefinition
-    ) -> TemplateId:
-        """Store `goal` as a new template of the stack (and keep its definition parsed)."""
+    async def _store_template(self, tx: Tx, stack: StackRow, goal: Goal) -> TemplateId:
+        """Store `goal` as a new template of the stack."""
         template_id = self._deps.ids.template()
         record = TemplateRecord(
             template_id=template_id,
@@ -376,7 +380,6 @@ class Operations:
             source=goal.source,
         )
         await tx.insert_template(stack.stack_id, record)
-        self._deps.definitions.put(template_id, definition)
         return template_id
 
 

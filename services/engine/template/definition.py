@@ -129,15 +129,22 @@ class StackDefinition:
     def hidden_parameters(self) -> frozenset[str]:
         return frozenset(n for n, s in self.template.parameters.items() if s.hidden)
 
+    def immutable_values(self) -> dict[str, Any]:
+        """The parameters this template marks immutable, with their values."""
+        return {n: self.parameters.get(n) for n, s in self.template.parameters.items() if s.immutable}
+
     def immutable_violations(self, previous: StackDefinition) -> list[str]:
         """Immutable parameters (of this template) whose value differs from `previous`.
 
         Heat refuses such an update; the caller raises with these names.
         """
-        return sorted(
-            name
-            for name, schema in self.template.parameters.items()
-            if schema.immutable
-            and name in previous.parameters
-            and previous.parameters[name] != self.parameters.get(name)
-        )
+        return immutable_changes(self.immutable_values(), previous)
+
+
+def immutable_changes(immutable: Mapping[str, Any], previous: StackDefinition) -> list[str]:
+    """Which of the `immutable` parameters (name -> new value) `previous` gave another value."""
+    return sorted(
+        name
+        for name, value in immutable.items()
+        if name in previous.parameters and previous.parameters[name] != value
+    )
