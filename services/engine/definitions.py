@@ -91,6 +91,15 @@ class DefinitionCache:
             if not lock.locked() and self._loading.get(template_id) is lock:
                 del self._loading[template_id]
 
+    def is_packed(self, template_id: TemplateId) -> bool:
+        """Whether the definition was `put_packed` here and not asked for yet."""
+        return template_id in self._packed
+
+    def at_hand(self, template_id: TemplateId) -> StackDefinition | None:
+        """The definition if this engine holds it (parsed, or packed: unpickled now), with
+        no statement and no wait; None if `get` would have to read and parse it."""
+        return self._cached(template_id)
+
     def _cached(self, template_id: TemplateId) -> StackDefinition | None:
         packed = self._packed.pop(template_id, None)
         if packed is not None:

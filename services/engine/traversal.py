@@ -21,6 +21,7 @@ third copy is created, and its dependents move back to it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -136,9 +137,16 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
     if found is None:
         log.debug("start_superseded", traversal_id=str(traversal))
         return
-    definition = await definitions.get(tx, *found)  # parsed before any row is locked
+    template_id = found[1]
+    # A definition parsed here: before any row is locked. One packed here by the update's
+    # request (`goals.prepare_update`): unpickled while PostgreSQL claims the rows.
+    definition = None if definitions.is_packed(template_id) else await definitions.get(tx, *found)
     await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
-    existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
+    claiming = asyncio.ensure_future(tx.claim_resources(stack_id))  # rows before the stack row
+    await asyncio.sleep(0)  # the claim's statement is sent
+    definition = definition or definitions.at_hand(template_id)  # no statement of its own
+    existing = await claiming
+    definition = definition or await definitions.get(tx, *found)  # pushed out of the cache meanwhile
     found = await pending(await tx.stack(stack_id, lock=True))
     if found is None:  # preempted again, or started by another engine, meanwhile
         return
