@@ -27,6 +27,7 @@ from services.engine.traversal import preempt, start_reserved
 from shared.errors import ConflictError
 from tests.scenarios.library import assert_world_matches, hot, thing
 from tests.support.convergence import Converge, converge, record_published
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -176,3 +177,36 @@ async def test_the_engine_that_answers_stores_the_graph_and_the_outbox_covers_it
         assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
         assert len(sent) == 1
         assert_world_matches(cv.world, {"a": {"value": "a1"}, "b": {"value": "b1"}})
+
+
+@pytest.mark.parametrize("rollback", [True, False])
+async def test_an_update_cancelled_before_its_graph_is_stored_stays_cancelled(
+    database_url: str, rollback: bool
+) -> None:
+    """Cancelled between its answer and its graph: the cancel ends the operation as it
+    would any other (rolled back to the template before, or stopped, FAILED), and the
+    update's start, arriving after, finds the stack moved on and stores nothing."""
+    async with converge(database_url, seed=5, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        cv.engine.operations._start_here = lambda start, outbox_id: None  # type: ignore[method-assign]
+        await cv.update(stack_id, AFTER)
+        update = await current_traversal(cv.pool, stack_id)
+        await cv.cancel(stack_id, rollback=rollback)
+        starts = record_published(cv, StartTraversal.kind, "id")
+        relay = Outbox(pool=cv.pool, bus=cv.engine.bus, stale_after=0)
+        assert await relay.relay_once() >= 1  # the update's start among what it sends
+        assert len(starts) == 1
+        if rollback:
+            assert (await cv.settled(stack_id))[:2] == ("ROLLBACK", "COMPLETE")
+        else:
+            assert await cv.settled(stack_id) == ("UPDATE", "FAILED", "Stack UPDATE cancelled")
+
+        async def start_handled() -> bool:
+            return bool(await cv.pool.fetchval("SELECT count(*) FROM inbox WHERE message_id = $1", starts[0]))
+
+        await eventually(start_handled, what="the update's start handled")
+        assert_world_matches(cv.world, {"a": {"value": "a1"}, "b": {"value": "b1"}})
+        stored = await cv.pool.fetchval(
+            "SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", update
+        )
+        assert stored == 0, "the cancelled update's graph was stored"
