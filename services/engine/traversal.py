@@ -143,9 +143,11 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
     definition = None if definitions.is_packed(template_id) else await definitions.get(tx, *found)
     await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
     claiming = asyncio.ensure_future(tx.claim_resources(stack_id))  # rows before the stack row
-    await asyncio.sleep(0)  # the claim's statement is sent
-    definition = definition or definitions.at_hand(template_id)  # no statement of its own
-    existing = await claiming
+    try:
+        await asyncio.sleep(0)  # the claim's statement is sent
+        definition = definition or definitions.at_hand(template_id)  # no statement of its own
+    finally:  # the connection is the claim's until it has answered, whatever happened here
+        existing = await claiming
     definition = definition or await definitions.get(tx, *found)  # pushed out of the cache meanwhile
     found = await pending(await tx.stack(stack_id, lock=True))
     if found is None:  # preempted again, or started by another engine, meanwhile
