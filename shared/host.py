@@ -33,6 +33,7 @@ from shared.http_client import AllowList, HttpGateway
 from shared.messages import Codec
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
+from shared.protocol import BUNDLED_QUEUES
 from shared.settings import ObserverSettings, WorkerSettings, allow_endpoints, own_ports, require_amqp
 
 PluginServiceSettings = WorkerSettings | ObserverSettings
@@ -205,6 +206,8 @@ async def serve_plugin_service(
             amqp_url,
             prefix=settings.queue_prefix,
             max_deliveries=settings.max_deliveries,
+            bundle_max=settings.bus_bundle_max,
+            bundled_queues=BUNDLED_QUEUES,
             connection_name=f"{settings.queue_prefix}:{name}",
             wait=settings.connect_wait_seconds,
         )

@@ -31,6 +31,12 @@ from shared.plugins.base import Observation, ObservedState
 JOBS_QUEUE = "jobs"
 ENGINE_QUEUE = "engine"
 OBSERVE_QUEUE = "observe"
+#: Queues whose messages, when published together, travel in bundles (`shared.bus.bundles`,
+#: on RabbitMQ): the jobs an engine's batch issues. A worker takes the jobs it has free
+#: handlers for and passes the others on. What an engine sends its own queue (checks, a
+#: child stack's operation) goes message by message, to spread over the engines; handlers'
+#: replies (a worker's results, an observer's reports) go in bundles whatever their queue.
+BUNDLED_QUEUES = frozenset({JOBS_QUEUE})
 
 
 class JobAction(StrEnum):

@@ -128,6 +128,14 @@ class CommonSettings(BaseSettings):
         le=3600,
         description="On SIGTERM, how long in-flight work may take to finish (seconds).",
     )
+    bus_bundle_max: int = Field(
+        64,
+        ge=1,
+        le=1000,
+        description="RabbitMQ only: most messages for one queue carried by one AMQP message (a "
+        "bundle), when a publish sends several at once; the broker stores, confirms and "
+        "delivers a bundle once. 1 = every message alone.",
+    )
     connect_wait_seconds: float = Field(
         60.0,
         ge=0,

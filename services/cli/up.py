@@ -55,7 +55,7 @@ from shared.http_client import AllowList, HttpGateway
 from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
-from shared.protocol import ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
+from shared.protocol import BUNDLED_QUEUES, ENGINE_QUEUE, JOBS_QUEUE, OBSERVE_QUEUE
 from shared.settings import UpSettings, allow_endpoints, own_ports, plugin_endpoints
 from shared.tasks import Supervisor
 
@@ -71,6 +71,8 @@ async def open_bus(settings: UpSettings) -> Bus:
         settings.amqp_url,
         prefix=settings.queue_prefix,
         max_deliveries=settings.max_deliveries,
+        bundle_max=settings.bus_bundle_max,
+        bundled_queues=BUNDLED_QUEUES,
         connection_name=f"{settings.queue_prefix}:up",
         wait=settings.connect_wait_seconds,
     )

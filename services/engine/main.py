@@ -32,6 +32,7 @@ from shared.host import drain, start_consuming
 from shared.logging import configure_logging
 from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
+from shared.protocol import BUNDLED_QUEUES
 from shared.service import run_service
 from shared.settings import EngineSettings, load_settings, require_amqp
 from shared.tasks import Supervisor
@@ -50,6 +51,8 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
             amqp_url,
             prefix=settings.queue_prefix,
             max_deliveries=settings.max_deliveries,
+            bundle_max=settings.bus_bundle_max,
+            bundled_queues=BUNDLED_QUEUES,
             connection_name=f"{settings.queue_prefix}:engine",
             wait=settings.connect_wait_seconds,
         )

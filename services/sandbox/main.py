@@ -46,6 +46,7 @@ async def serve(settings: SandboxSettings, stop: asyncio.Event) -> None:
                 settings.amqp_url,
                 prefix=settings.queue_prefix,
                 max_deliveries=settings.max_deliveries,
+                bundle_max=settings.bus_bundle_max,
                 connection_name=f"{settings.queue_prefix}:sandbox",
                 wait=settings.connect_wait_seconds,
             )

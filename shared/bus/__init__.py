@@ -20,6 +20,10 @@ Semantics, identical in both (one shared test suite proves it):
   once with the reason and never reaches the handler;
 - `Subscription.stop()` drains: no new deliveries, in-flight handlers finish
   and are acknowledged; a message held for a delayed redelivery goes back at once.
+
+On AMQP, messages published together for one queue may travel in bundles (one
+AMQP message for many, `shared.bus.bundles`; see `shared.bus.amqp`); every rule
+above still holds for each message of a bundle.
 """
 
 from shared.bus.base import Bus, DeadLetter, Delivery, Handler, Outgoing, Subscription

@@ -12,11 +12,23 @@ Topology, every name prefixed with the queue prefix `P`:
   routing key `<name>`; handler failures land there with `x-converge-error`.
 Messages are persistent and published with publisher confirms (mandatory, so
 an unroutable message is an error, never a silent drop). A batch
-(`publish_batch`, and the replies handlers return) is written at once and
-its confirms awaited together under one timeout; the replies of handlers
-that finish while a batch is being confirmed go in the next one (group
-commit), and each delivery is acknowledged only after its replies are
-confirmed. The connection is
+(`publish_batch`, `publish_raw_batch`, and the replies handlers return) is
+written at once and its confirms awaited together under one timeout; the
+replies of handlers that finish while a batch is being confirmed go in the
+next one (group commit), and each delivery is acknowledged only after its
+replies are confirmed. Messages published together for one queue travel in
+bundles (`bundles`: up to `bundle_max` in one AMQP message, which the broker
+stores, confirms, delivers and is acknowledged for once): those of a
+`publish_batch` (handlers' replies) whatever their queue, those of a
+`publish_raw_batch` (an engine's outbox) if their queue is one of the
+`bundled_queues`. A subscription takes from a bundle the members it has free
+handlers for (at most `prefetch` handlers run at once, bundles' members
+included) and sends the others back to the queue at once, each alone, for
+any consumer; it handles each member as a delivery of its own and
+acknowledges the bundle once every member it took is handled, dead-lettered
+alone, or sent again alone to be retried (`ATTEMPTS_HEADER` carries its
+deliveries so far). A consumer that dies before that leaves the whole bundle
+to be delivered again. The connection is
 robust: after a broker-side close it reconnects and restores channels,
 queues and consumers; a publish during the outage waits for the channel to
 come back, within `publish_timeout`.
@@ -27,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import aio_pika
 import aiormq
@@ -39,9 +51,10 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from shared.bus import bundles
 from shared.bus.base import DeadLetter, Delivery, Handler, Outgoing
-from shared.bus.dispatch import Action, Verdict, dispatch, hold, with_replies_published
-from shared.errors import BusError
+from shared.bus.dispatch import ACK, Action, Verdict, dispatch, hold, with_replies_published
+from shared.errors import BusError, MessageRejected
 from shared.messages import Codec, Message
 from shared.settings import MAX_DELIVERIES
 from shared.waiting import keep_trying
@@ -49,6 +62,10 @@ from shared.waiting import keep_trying
 log = structlog.get_logger(__name__)
 
 ERROR_HEADER = "x-converge-error"
+# On a bundle's member sent again alone: the deliveries it had in its bundle.
+ATTEMPTS_HEADER = "x-converge-attempts"
+# Messages one bundle carries at most (`bundles`); 1 bundles nothing.
+BUNDLE_MAX = 64
 # Broker-side backstop for messages that crash their consumers before any
 # error can be reported. A constant, not a setting: queue arguments must be
 # identical for every service that declares the queue.
@@ -77,12 +94,16 @@ class AmqpBus:
         prefix: str,
         max_deliveries: int,
         publish_timeout: float,
+        bundle_max: int = BUNDLE_MAX,
+        bundled_queues: frozenset[str] = frozenset(),
     ) -> None:
         self._connection = connection
         self._publish_channel = publish_channel
         self._prefix = prefix
         self._max_deliveries = max_deliveries
         self._publish_timeout = publish_timeout
+        self._bundle_max = bundle_max
+        self._bundled_queues = bundled_queues
         self._declared: set[str] = set()
 
     @classmethod
@@ -95,6 +116,8 @@ class AmqpBus:
         connection_name: str = "converge",
         publish_timeout: float = 30.0,
         wait: float = 0.0,
+        bundle_max: int = BUNDLE_MAX,
+        bundled_queues: frozenset[str] = frozenset(),
     ) -> AmqpBus:
         """Connect, trying again for up to `wait` seconds while the broker is not
         reachable (starting, restarting, overloaded); then `BusError`."""
@@ -119,6 +142,8 @@ class AmqpBus:
             prefix=prefix,
             max_deliveries=max_deliveries,
             publish_timeout=publish_timeout,
+            bundle_max=bundle_max,
+            bundled_queues=bundled_queues,
         )
 
     # -- names and topology -------------------------------------------------
@@ -181,18 +206,44 @@ class AmqpBus:
         await self.publish_batch([Outgoing(queue, m) for m in messages])
 
     async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
-        await self._publish_together([(out.queue, _message_of(out.message)) for out in outgoing])
+        """Messages for one queue go in bundles, whatever the queue: this is how handlers'
+        replies are published."""
+        await self._publish_together(_encoded(outgoing), every_queue=True)
 
     async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
-        await self._publish_together(
-            [(queue, _amqp_message(body, message_id=None, kind=None)) for queue, body in bodies]
-        )
+        await self._publish_together([_Out(queue, body, None, None) for queue, body in bodies])
 
-    async def _publish_together(self, messages: Sequence[tuple[str, aio_pika.Message]]) -> None:
-        """Write every (queue, message) at once and wait for their confirms together, in
-        chunks of `CONFIRM_CHUNK` (each confirmed within `CONFIRM_SECONDS`)."""
+    async def _publish_together(self, outgoing: Sequence[_Out], *, every_queue: bool = False) -> None:
+        """Write every message at once, several for one of the `bundled_queues` (or, with
+        `every_queue`, for any queue) in bundles (`bundles`), and wait for their confirms
+        together, in chunks of `CONFIRM_CHUNK` AMQP messages (each confirmed within
+        `CONFIRM_SECONDS`)."""
+        await self._publish_chunks(self._bundled(outgoing, every_queue=every_queue))
+
+    async def _publish_chunks(self, messages: Sequence[tuple[str, aio_pika.Message]]) -> None:
         for start in range(0, len(messages), CONFIRM_CHUNK):
             await self._publish_chunk(messages[start : start + CONFIRM_CHUNK])
+
+    def _bundled(self, outgoing: Sequence[_Out], *, every_queue: bool) -> list[tuple[str, aio_pika.Message]]:
+        """(queue, AMQP message) to publish: each queue's messages, in order, packed into
+        bundles of up to `bundle_max` if the queue is bundled; a message alone in its run
+        goes as itself."""
+        by_queue: dict[str, list[_Out]] = {}
+        for out in outgoing:
+            by_queue.setdefault(out.queue, []).append(out)
+        messages: list[tuple[str, aio_pika.Message]] = []
+        for queue, outs in by_queue.items():
+            most = self._bundle_max if every_queue or queue in self._bundled_queues else 1
+            for run in bundles.pack([out.body for out in outs], max_members=most):
+                if len(run) == 1:
+                    (out,) = (outs[i] for i in run)
+                    messages.append(
+                        (queue, _amqp_message(out.body, message_id=out.message_id, kind=out.kind))
+                    )
+                else:
+                    body = bundles.encode([outs[i].body for i in run])
+                    messages.append((queue, _amqp_message(body, message_id=None, kind=None, bundle=True)))
+        return messages
 
     async def _publish_chunk(self, messages: Sequence[tuple[str, aio_pika.Message]]) -> None:
         if not messages:
@@ -281,7 +332,9 @@ class AmqpBus:
                     channel = await self._connection.channel()
                     await channel.set_qos(prefetch_count=prefetch)
                     amqp_queue = await self._declare(channel, queue)
-                    sub = AmqpSubscription(self, queue, channel, amqp_queue, handler, codec)
+                    sub = AmqpSubscription(
+                        self, queue, channel, amqp_queue, handler, codec, prefetch=prefetch
+                    )
                     await sub.start()
                     return sub
             except (*_RETRYABLE, aiormq.exceptions.AMQPError) as exc:
@@ -296,6 +349,19 @@ class AmqpBus:
 
     async def _dead_letter(self, queue: str, body: bytes, error: str) -> None:
         await self._publish(self._dlx_name, queue, body, headers={ERROR_HEADER: error[:4000]})
+
+    async def _send_again(self, queue: str, body: bytes, *, attempts: int) -> None:
+        """Queue a bundle's member alone, to be delivered again after `attempts` deliveries."""
+        await self._publish(
+            "", self.queue_name(queue), body, headers={ATTEMPTS_HEADER: attempts}, ensure=queue
+        )
+
+    async def _send_again_together(self, queue: str, bodies: Sequence[bytes], *, attempts: int) -> None:
+        """`_send_again` for several members, each alone, with one confirm wait."""
+        headers = {ATTEMPTS_HEADER: attempts}
+        await self._publish_chunks(
+            [(queue, _amqp_message(body, message_id=None, kind=None, headers=headers)) for body in bodies]
+        )
 
     async def dead_letters(self, queue: str, *, limit: int = 100, wait: float = 30.0) -> list[DeadLetter]:
         """Take up to `limit` dead letters of `queue` (waiting up to `wait` seconds
@@ -314,7 +380,16 @@ class AmqpBus:
                 incoming = await dead.get(no_ack=False, fail=False)
                 if incoming is None:
                     break
-                letters.append(DeadLetter(queue, incoming.body, _error_of(incoming)))
+                error = _error_of(incoming)
+                try:  # a bundle the broker gave up on (its delivery limit): each member
+                    bodies = (
+                        bundles.decode(incoming.body)
+                        if incoming.content_type == bundles.CONTENT_TYPE
+                        else [incoming.body]
+                    )
+                except MessageRejected:
+                    bodies = [incoming.body]
+                letters.extend(DeadLetter(queue, body, error) for body in bodies)
                 await incoming.ack()
             return letters
         finally:
@@ -333,6 +408,8 @@ class AmqpSubscription:
         amqp_queue: AbstractQueue,
         handler: Handler,
         codec: Codec,
+        *,
+        prefetch: int,
     ) -> None:
         self._codec = codec
         self._bus, self._queue, self._channel = bus, queue, channel
@@ -340,6 +417,9 @@ class AmqpSubscription:
         self._inflight: set[asyncio.Task[None]] = set()
         self._tag: str | None = None
         self._replies = _ReplyBatches(bus, queue)
+        # Handlers running at once: the prefetch bounds deliveries, this the messages
+        # (a bundle is one delivery of many).
+        self._slots = asyncio.Semaphore(prefetch)
         self._stopping = asyncio.Event()  # cuts short the pauses of delayed requeues
 
     async def start(self) -> None:
@@ -352,24 +432,80 @@ class AmqpSubscription:
         task.add_done_callback(self._inflight.discard)
 
     async def _handle(self, incoming: AbstractIncomingMessage) -> None:
-        count = (incoming.headers or {}).get("x-delivery-count", 0)
-        previous = count if isinstance(count, int) else 0
+        headers = incoming.headers or {}
+        count, earlier = headers.get("x-delivery-count", 0), headers.get(ATTEMPTS_HEADER, 0)
+        previous = (count if isinstance(count, int) else 0) + (earlier if isinstance(earlier, int) else 0)
         delivery = Delivery(self._queue, previous + 1, bool(incoming.redelivered) or previous > 0)
-        verdict = await dispatch(
-            incoming.body,
-            delivery,
-            codec=self._codec,
-            handler=self._handler,
-            max_deliveries=self._bus._max_deliveries,
-        )
+        if incoming.content_type == bundles.CONTENT_TYPE:
+            await self._handle_bundle(incoming, delivery)
+        else:
+            await self._settle(incoming, await self._member(incoming.body, delivery))
+
+    async def _member(self, body: bytes, delivery: Delivery, *, slot_held: bool = False) -> Verdict:
+        """Handle one message (alone, or a bundle's member) as far as its verdict, its
+        replies published; at most `prefetch` at once, bundles' members included (with
+        `slot_held` the caller took this one's slot already)."""
+        if not slot_held:
+            await self._slots.acquire()
+        try:
+            verdict = await dispatch(
+                body,
+                delivery,
+                codec=self._codec,
+                handler=self._handler,
+                max_deliveries=self._bus._max_deliveries,
+            )
+        finally:
+            self._slots.release()
         if verdict.action is Action.REQUEUE and verdict.delay > 0:
             # Held unacknowledged for the pause: a consumer that dies meanwhile
             # leaves it to the broker, which delivers it again at once.
             await hold(verdict.delay, until=self._stopping)
-        verdict = await with_replies_published(
+        return await with_replies_published(
             verdict, delivery, publish=self._replies.publish, max_deliveries=self._bus._max_deliveries
         )
-        await self._settle(incoming, verdict)
+
+    async def _handle_bundle(self, incoming: AbstractIncomingMessage, delivery: Delivery) -> None:
+        """Handle as many members of a bundle as this consumer has free handlers for, each
+        as its own delivery; send the others back to the queue at once, alone, for any
+        consumer to take (a busy consumer must not sit on work an idle one could do).
+        Acknowledge the bundle once each member is done: handled, dead-lettered alone, or
+        (to be delivered again) sent again alone, carrying its deliveries so far. Until
+        then the bundle is unacknowledged: a consumer that dies meanwhile leaves it all to
+        the broker, and its members, handled or not, come again (receivers are idempotent)."""
+        try:
+            members = bundles.decode(incoming.body)
+        except MessageRejected as exc:
+            log.warning("message_rejected", queue=self._queue, reason=str(exc))
+            await self._settle(incoming, Verdict(Action.DEAD_LETTER, f"rejected: {exc}"))
+            return
+        taken = 0
+        while taken < len(members) and not self._slots.locked():
+            await self._slots.acquire()  # free: returns at once
+            taken += 1
+        held = taken
+        if taken < len(members):
+            try:  # not counted as a delivery: none was tried
+                await self._bus._send_again_together(
+                    self._queue, members[taken:], attempts=delivery.attempt - 1
+                )
+            except (*_RETRYABLE, aiormq.exceptions.AMQPError, BusError) as exc:
+                log.warning("bundle_members_not_passed_on", queue=self._queue, error=repr(exc))
+                taken = len(members)  # handled here, waiting for handlers as they free up
+        verdicts = await asyncio.gather(
+            *(self._member(body, delivery, slot_held=i < held) for i, body in enumerate(members[:taken]))
+        )
+        try:
+            for body, verdict in zip(members[:taken], verdicts, strict=True):
+                if verdict.action is Action.DEAD_LETTER:
+                    await self._bus._dead_letter(self._queue, body, verdict.error)
+                elif verdict.action is Action.REQUEUE:
+                    await self._bus._send_again(self._queue, body, attempts=delivery.attempt)
+        except (*_RETRYABLE, aiormq.exceptions.AMQPError, BusError) as exc:
+            log.warning("bundle_members_not_sent_again", queue=self._queue, error=repr(exc))
+            await self._settle(incoming, Verdict(Action.REQUEUE, repr(exc)))
+            return
+        await self._settle(incoming, ACK)
 
     async def _settle(self, incoming: AbstractIncomingMessage, verdict: Verdict) -> None:
         try:
@@ -436,21 +572,35 @@ class _ReplyBatches:
                     done.set_result(None)
 
 
+class _Out(NamedTuple):
+    """A message to publish, encoded."""
+
+    queue: str
+    body: bytes
+    message_id: str | None
+    kind: str | None
+
+
+def _encoded(outgoing: Sequence[Outgoing]) -> list[_Out]:
+    return [_Out(out.queue, out.message.encode(), out.message.id, out.message.kind) for out in outgoing]
+
+
 def _amqp_message(
-    body: bytes, *, message_id: str | None, kind: str | None, headers: dict[str, Any] | None = None
+    body: bytes,
+    *,
+    message_id: str | None,
+    kind: str | None,
+    headers: dict[str, Any] | None = None,
+    bundle: bool = False,
 ) -> aio_pika.Message:
     return aio_pika.Message(
         body,
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        content_type="application/json",
+        content_type=bundles.CONTENT_TYPE if bundle else "application/json",
         message_id=message_id,
         type=kind,
         headers=headers or {},
     )
-
-
-def _message_of(message: Message) -> aio_pika.Message:
-    return _amqp_message(message.encode(), message_id=message.id, kind=message.kind)
 
 
 def _error_of(incoming: AbstractIncomingMessage) -> str:

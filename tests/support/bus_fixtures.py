@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.bus import Bus
-from shared.bus.amqp import AmqpBus
+from shared.bus.amqp import BUNDLE_MAX, AmqpBus
 from shared.bus.memory import MemoryBus
 from shared.messages import Codec, Message
 
@@ -32,6 +32,8 @@ class BusKit:
     amqp_url: str
     prefix: str
     max_deliveries: int = 3
+    bundle_max: int = BUNDLE_MAX  # AMQP: messages one publish packs per AMQP message
+    bundled_queues: frozenset[str] = frozenset()  # AMQP: the queues it does that for
     _memory: MemoryBus | None = None
     _opened: list[Bus] = field(default_factory=list)
 
@@ -46,6 +48,8 @@ class BusKit:
             prefix=self.prefix,
             max_deliveries=self.max_deliveries,
             connection_name=f"{self.prefix}:{name}",
+            bundle_max=self.bundle_max,
+            bundled_queues=self.bundled_queues,
         )
         self._opened.append(bus)
         return bus
