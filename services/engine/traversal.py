@@ -43,6 +43,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.core.model import resource_of as row_of
+from services.engine.core.node_checks import rolls_back
 from services.engine.core.row_change import ResourceChange
 from services.engine.core.sources import Ids
 from services.engine.definitions import DefinitionCache
@@ -332,13 +333,7 @@ async def fail_or_roll_back(
         return  # a newer operation took over
     fx.stack_event(stack, stack.action.value, "FAILED", reason)
     log.info("stack_failed", stack=stack.name, action=stack.action.value, reason=reason)
-    # A heal converges to the template the stack already has: rolling it back would
-    # only repeat it (healing retries it later, with backoff).
-    repeat = (
-        stack.previous_template_id is not None and stack.previous_template_id == stack.current_template_id
-    )
-    rollable = stack.action in (Action.CREATE, Action.UPDATE) and not repeat
-    if not rollable or (stack.disable_rollback and not force_rollback):
+    if not rolls_back(stack, forced=force_rollback):
         if answers is not None:
             await answers.stack_ended(tx, stack, Status.FAILED, reason, fx)
         return

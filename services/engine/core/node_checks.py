@@ -351,6 +351,18 @@ class TraversalEnd:
     deleted: bool = False  # a delete completed: the stack row says so
 
 
+def rolls_back(stack: StackRow, *, forced: bool = False) -> bool:
+    """Whether the failed operation of `stack` rolls back to the previous template: a
+    create or update does, unless its rollback is disabled (and not `forced`); a heal,
+    which converges to the template the stack already has, does not (rolling it back
+    would only repeat it: healing retries it later, with backoff), nor does anything else
+    (a rollback or delete that failed, a stack action)."""
+    heal = stack.previous_template_id is not None and stack.previous_template_id == stack.current_template_id
+    if stack.action not in (Action.CREATE, Action.UPDATE) or heal:
+        return False
+    return forced or not stack.disable_rollback
+
+
 def traversal_end(stack: StackRow, failed_checks: Sequence[tuple[str, str]]) -> TraversalEnd:
     """The last sinks of the stack's traversal are done: its operation is COMPLETE, but a
     stack check that found failures (`failed_checks`: name, reason) fails, naming them."""

@@ -37,6 +37,7 @@ from services.engine.core.node_checks import (
     plan_action,
     plan_cleanup,
     plan_forward,
+    rolls_back,
     superseded,
     traversal_end,
     unresolved,
@@ -360,3 +361,19 @@ def test_a_stack_check_that_found_failures_fails_naming_them() -> None:
     assert end.status is Status.FAILED
     assert "r: gone" in end.reason
     assert traversal_end(stack(Action.CHECK), []).status is Status.COMPLETE
+
+
+def test_a_failed_create_or_update_rolls_back_unless_rollback_is_disabled_or_forced_back_on() -> None:
+    assert rolls_back(stack(Action.CREATE))
+    assert rolls_back(stack(Action.UPDATE))
+    disabled = dataclasses.replace(stack(), disable_rollback=True)
+    assert not rolls_back(disabled)
+    assert rolls_back(disabled, forced=True)
+
+
+def test_a_failed_heal_rollback_delete_or_stack_action_does_not_roll_back() -> None:
+    heal = dataclasses.replace(stack(), previous_template_id=GOAL)  # the template it has
+    assert not rolls_back(heal)
+    assert not rolls_back(heal, forced=True)
+    for action in (Action.ROLLBACK, Action.DELETE, Action.CHECK, Action.SUSPEND):
+        assert not rolls_back(stack(action), forced=True), action
