@@ -30,6 +30,7 @@ from tests.support.service_cluster import (
     hold_creates_after,
     layered_template,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -122,8 +123,11 @@ async def test_a_rabbitmq_restart_mid_create_loses_nothing(
     cluster = ServiceCluster(database_url=database_url, amqp_url=rabbit.url, prefix=prefix)
     try:
         await create_through_an_outage(driver, cluster, api, down=rabbit.stop_app, up=rabbit.start_app)
-        assert all(logged(cluster, name, "amqp_reconnected") for name in cluster.running), (
-            "every service lost its connection and made a new one"
+        # The create may end before an idle service's next reconnection attempt (every 5 s).
+        await eventually(
+            lambda: all(logged(cluster, name, "amqp_reconnected") for name in cluster.running),
+            timeout=60,
+            what="every service lost its connection and made a new one",
         )
     finally:
         await cluster.stop()
