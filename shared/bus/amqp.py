@@ -350,14 +350,9 @@ class AmqpBus:
     async def _dead_letter(self, queue: str, body: bytes, error: str) -> None:
         await self._publish(self._dlx_name, queue, body, headers={ERROR_HEADER: error[:4000]})
 
-    async def _send_again(self, queue: str, body: bytes, *, attempts: int) -> None:
-        """Queue a bundle's member alone, to be delivered again after `attempts` deliveries."""
-        await self._publish(
-            "", self.queue_name(queue), body, headers={ATTEMPTS_HEADER: attempts}, ensure=queue
-        )
-
-    async def _send_again_together(self, queue: str, bodies: Sequence[bytes], *, attempts: int) -> None:
-        """`_send_again` for several members, each alone, with one confirm wait."""
+    async def _send_again(self, queue: str, bodies: Sequence[bytes], *, attempts: int) -> None:
+        """Queue bundles' members, each alone, to be delivered again after `attempts`
+        deliveries (one confirm wait for all)."""
         headers = {ATTEMPTS_HEADER: attempts}
         await self._publish_chunks(
             [(queue, _amqp_message(body, message_id=None, kind=None, headers=headers)) for body in bodies]
@@ -486,21 +481,21 @@ class AmqpSubscription:
         held = taken
         if taken < len(members):
             try:  # not counted as a delivery: none was tried
-                await self._bus._send_again_together(
-                    self._queue, members[taken:], attempts=delivery.attempt - 1
-                )
+                await self._bus._send_again(self._queue, members[taken:], attempts=delivery.attempt - 1)
             except (*_RETRYABLE, aiormq.exceptions.AMQPError, BusError) as exc:
                 log.warning("bundle_members_not_passed_on", queue=self._queue, error=repr(exc))
                 taken = len(members)  # handled here, waiting for handlers as they free up
         verdicts = await asyncio.gather(
             *(self._member(body, delivery, slot_held=i < held) for i, body in enumerate(members[:taken]))
         )
+        done = list(zip(members[:taken], verdicts, strict=True))
         try:
-            for body, verdict in zip(members[:taken], verdicts, strict=True):
+            for body, verdict in done:
                 if verdict.action is Action.DEAD_LETTER:
                     await self._bus._dead_letter(self._queue, body, verdict.error)
-                elif verdict.action is Action.REQUEUE:
-                    await self._bus._send_again(self._queue, body, attempts=delivery.attempt)
+            again = [body for body, verdict in done if verdict.action is Action.REQUEUE]
+            if again:
+                await self._bus._send_again(self._queue, again, attempts=delivery.attempt)
         except (*_RETRYABLE, aiormq.exceptions.AMQPError, BusError) as exc:
             log.warning("bundle_members_not_sent_again", queue=self._queue, error=repr(exc))
             await self._settle(incoming, Verdict(Action.REQUEUE, repr(exc)))
