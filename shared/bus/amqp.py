@@ -236,7 +236,7 @@ class AmqpBus:
             most = self._bundle_max if every_queue or queue in self._bundled_queues else 1
             for run in bundles.pack([out.body for out in outs], max_members=most):
                 if len(run) == 1:
-                    (out,) = (outs[i] for i in run)
+                    out = outs[run[0]]
                     messages.append(
                         (queue, _amqp_message(out.body, message_id=out.message_id, kind=out.kind))
                     )

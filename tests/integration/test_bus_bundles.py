@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import aio_pika
 import pytest
 
-from shared.bus import Delivery, bundles
+from shared.bus import Bus, Delivery, bundles
 from shared.messages import Message
 from tests.support.bus_fixtures import CODEC, BusKit, Ping
 from tests.support.waiting import eventually
@@ -32,10 +32,11 @@ class Seen:
     """Records (n, attempt) of each delivery; fails the numbers in `failing` (the first
     `times` deliveries of each), and holds those in `held` until `release` is set."""
 
-    def __init__(self, *, failing: frozenset[int] = frozenset(), times: int = 1_000) -> None:
+    def __init__(
+        self, *, failing: frozenset[int] = frozenset(), times: int = 1_000, held: frozenset[int] = frozenset()
+    ) -> None:
         self.seen: list[tuple[int, int]] = []
-        self.failing, self.times = failing, times
-        self.held: frozenset[int] = frozenset()
+        self.failing, self.times, self.held = failing, times, held
         self.release = asyncio.Event()
 
     async def __call__(self, message: Message, delivery: Delivery) -> None:
@@ -45,6 +46,13 @@ class Seen:
             await self.release.wait()
         if message.n in self.failing and delivery.attempt <= self.times:
             raise ValueError(f"boom {message.n}")
+
+
+async def consuming(kit: BusKit, name: str, handler: Seen, *, prefetch: int) -> Bus:
+    """A bus of its own (a consumer process of its own) on which `handler` consumes `q`."""
+    bus = await kit.connect(name)
+    await bus.consume("q", handler, prefetch=prefetch, codec=CODEC)
+    return bus
 
 
 async def test_messages_published_together_travel_in_bundles_and_each_is_handled_once(kit: BusKit) -> None:
@@ -94,17 +102,13 @@ async def test_a_member_failing_every_delivery_is_dead_lettered_alone_with_its_e
 async def test_members_a_busy_consumer_has_no_free_handler_for_are_passed_on_at_once(kit: BusKit) -> None:
     """A consumer takes from a bundle only what it has free handlers for: the rest go back
     to the queue at once, each alone, for a consumer that is free, and count as no delivery."""
-    busy_bus = await kit.connect("busy")
-    busy = Seen()
-    busy.held = frozenset(range(4))
-    await busy_bus.consume("q", busy, prefetch=1, codec=CODEC)
+    busy = Seen(held=frozenset(range(4)))
+    busy_bus = await consuming(kit, "busy", busy, prefetch=1)
     await busy_bus.publish_many("q", [Ping(n=i) for i in range(4)])
     await eventually(lambda: len(busy.seen) == 1)
-    free_bus = await kit.connect("free")
     free = Seen()
-    sub = await free_bus.consume("q", free, prefetch=8, codec=CODEC)
+    free_bus = await consuming(kit, "free", free, prefetch=8)
     await eventually(lambda: len(free.seen) == 3)
-    await sub.stop()
     busy.release.set()
     assert sorted(busy.seen + free.seen) == [(i, 1) for i in range(4)], "each once, none counted as failed"
     assert await free_bus.depth("q") == 0
@@ -113,18 +117,14 @@ async def test_members_a_busy_consumer_has_no_free_handler_for_are_passed_on_at_
 async def test_a_bundle_its_consumer_never_acknowledged_comes_back_whole(kit: BusKit) -> None:
     """A consumer that goes away (its connection drops) with a member still running leaves
     the whole bundle to the broker: every member is delivered again, none is lost."""
-    first_bus = await kit.connect("first")
-    first = Seen()
-    first.held = frozenset({3})
-    await first_bus.consume("q", first, prefetch=8, codec=CODEC)
+    first = Seen(held=frozenset({3}))
+    first_bus = await consuming(kit, "first", first, prefetch=8)
     await first_bus.publish_many("q", [Ping(n=i) for i in range(4)])
     await eventually(lambda: len(first.seen) == 4)
     await first_bus.close()
-    second_bus = await kit.connect("second")
     second = Seen()
-    sub = await second_bus.consume("q", second, prefetch=8, codec=CODEC)
+    second_bus = await consuming(kit, "second", second, prefetch=8)
     await eventually(lambda: len(second.seen) == 4)
-    await sub.stop()
     first.release.set()
     assert sorted(second.seen) == [(i, 2) for i in range(4)]
     assert await second_bus.depth("q") == 0
