@@ -35,11 +35,13 @@ class Message(BaseModel):
 
     id: str = Field(default_factory=new_message_id, min_length=1, max_length=64)
 
+    def text(self) -> str:
+        """The message as the JSON its queue carries: its fields, then `kind` and `version`."""
+        fields = self.model_dump_json()  # compact, and never empty: every message has an id
+        return f'{fields[:-1]},"kind":{json.dumps(self.kind)},"version":{self.version}}}'
+
     def encode(self) -> bytes:
-        body = self.model_dump(mode="json")
-        body["kind"] = self.kind
-        body["version"] = self.version
-        return json.dumps(body, separators=(",", ":")).encode()
+        return self.text().encode()
 
 
 class Codec:

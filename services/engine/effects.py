@@ -7,10 +7,11 @@ once the transaction is committed. One `Effects` may gather the decisions
 of a whole batch of messages (`services/engine/batching.py`): its events
 and outbox rows are then written in one statement each.
 
-Nodes finished in the transaction are gathered too (`finished`): what they
-mean for their sync points and their traversal's end is settled once, just
-before the commit (`convergence.propagation.settle`), in one statement for all the sync
-points and one per traversal whose sinks finished.
+Nodes finished in the transaction are gathered too (`finished`): their rows,
+and what they mean for their dependents, their sync points and their
+traversal's end, are settled once, just before the commit
+(`convergence.propagation.settle`), in one statement for all the nodes, one for
+all the sync points and one per traversal whose sinks finished.
 
 The traversal of each job issued is kept too (`issued`): the commit confirms each
 is still its stack's (`Tx.confirm_traversals`), so no job of a traversal an
@@ -24,10 +25,7 @@ since a point, when the savepoint of such handling is rolled back.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.engine.core.model import Node, ResourceId, StackId, StackRow, TraversalId
 from services.engine.messages import CheckResource
@@ -43,15 +41,11 @@ STACK_TYPE = "OS::Heat::Stack"
 class Finished:
     """Nodes finished in one transaction, waiting to be settled before its commit."""
 
-    #: (traversal, sync point, the finished node it waits for)
-    syncs: list[tuple[TraversalId, Node, Node]] = field(default_factory=list)
-    #: traversal -> how many of its sinks finished
-    sinks: Counter[TraversalId] = field(default_factory=Counter)
-    #: the stack of each traversal named above
-    stacks: dict[TraversalId, StackRow] = field(default_factory=dict)
+    #: (traversal, node) -> the stack the traversal is of, in the order they finished
+    nodes: dict[tuple[TraversalId, Node], StackRow] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.syncs or self.sinks)
+        return bool(self.nodes)
 
 
 @dataclass(frozen=True)
@@ -66,16 +60,16 @@ class Mark:
 
 @dataclass
 class Effects:
-    messages: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    messages: list[tuple[str, str]] = field(default_factory=list)  # (queue, JSON text)
     events: list[EventRecord] = field(default_factory=list)
     finished: Finished = field(default_factory=Finished)
     #: the node checks emitted and not taken back, each with its entry in `messages`
-    checks: list[tuple[CheckResource, dict[str, Any]]] = field(default_factory=list)
+    checks: list[tuple[CheckResource, str]] = field(default_factory=list)
     #: the traversal each job was issued for, by stack: still each stack's at the commit
     issued: list[tuple[StackId, TraversalId]] = field(default_factory=list)
 
     def emit(self, queue: str, message: Message) -> None:
-        self.messages.append((queue, json.loads(message.encode())))
+        self.messages.append((queue, message.text()))
 
     def check(self, stack_id: StackId, traversal: TraversalId, node: Node, resource_id: ResourceId) -> None:
         self.send_check(
@@ -83,7 +77,7 @@ class Effects:
         )
 
     def send_check(self, message: CheckResource) -> None:
-        body = json.loads(message.encode())
+        body = message.text()
         self.messages.append((ENGINE_QUEUE, body))
         self.checks.append((message, body))
 

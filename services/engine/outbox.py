@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import structlog
 
@@ -41,7 +40,7 @@ class Outbox:
         self._bus = bus
         self._stale_after = stale_after
 
-    async def publish(self, ids: Sequence[int], messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    async def publish(self, ids: Sequence[int], messages: Sequence[tuple[str, str]]) -> None:
         """Fast path, right after commit. Failures are left to the relay."""
         if not ids:
             return
@@ -51,11 +50,9 @@ class Outbox:
         except _UNAVAILABLE as exc:
             log.warning("outbox_fast_path_failed", error=str(exc), count=len(ids))
 
-    async def _send(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """Publish `messages` together: one confirm wait for all of them."""
-        await self._bus.publish_raw_batch(
-            [(queue, json.dumps(body, separators=(",", ":")).encode()) for queue, body in messages]
-        )
+    async def _send(self, messages: Sequence[tuple[str, str]]) -> None:
+        """Publish each (queue, JSON text) of `messages` together: one confirm wait for all."""
+        await self._bus.publish_raw_batch([(queue, body.encode()) for queue, body in messages])
 
     async def relay_once(self, *, limit: int = 500) -> int:
         """Publish the rows of engines that died (their lease is free) and rows older
@@ -63,7 +60,7 @@ class Outbox:
         async with self._rows.orphans(stale_after=self._stale_after, limit=limit) as batch:
             if not batch.rows:
                 return 0
-            await self._send([(r.queue, r.body) for r in batch.rows])
+            await self._send([(r.queue, json.dumps(r.body, separators=(",", ":"))) for r in batch.rows])
             await batch.published()
         log.info("outbox_relayed", count=len(batch.rows))
         return len(batch.rows)

@@ -253,3 +253,48 @@ async def graph_stored(pool: asyncpg.Pool, stack: StackId) -> bool:
 
 async def own_rows_in(pool: asyncpg.Pool, traversal: TraversalId) -> int:
     return int(await pool.fetchval("SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", traversal))
+
+
+async def test_nodes_finished_together_are_written_in_one_statement_own_and_carried_rows_alike(
+    store: Store, db: asyncpg.Connection
+) -> None:
+    first, second = TraversalId(uuid.uuid4()), TraversalId(uuid.uuid4())
+    graph = fan_in(4, existing=False)
+    sink = forward(ResourceId(4))
+    async with store.transaction() as tx:
+        await tx.start_traversal(STACK, first, graph)
+    async with store.transaction() as tx:
+        await tx.start_traversal(STACK, second, graph, previous=first)  # all carried over
+    one, two = forward(ResourceId(1)), forward(ResourceId(2))
+
+    async with store.transaction() as tx:
+        tx.finishing(second, one)  # done from here on in this transaction, written later
+        state = await tx.node(second, one)
+        assert state is not None
+        assert state.done
+        assert await own_rows(db, second) == 0, "nothing written yet"
+        finished = await tx.finish_nodes([(second, one), (first, two), (second, one)])
+        assert list(finished) == sorted([(first, two), (second, one)])
+        assert all(f.synced == (sink,) and f.direct == () for f in finished.values())
+        assert await tx.finish_nodes([(second, one), (first, two)]) == {}, "done already: left out"
+    done = await db.fetch("SELECT traversal_id, node FROM traversal_nodes WHERE done ORDER BY node")
+    assert {(r["traversal_id"], r["node"]) for r in done} == {(first, two), (second, one)}
+
+
+async def test_a_node_finishing_in_an_undone_savepoint_reads_undone_again(store: Store) -> None:
+    traversal = TraversalId(uuid.uuid4())
+    async with store.transaction() as tx:
+        await tx.start_traversal(STACK, traversal, fan_in(3, existing=False))
+    one = forward(ResourceId(1))
+    async with store.transaction() as tx:
+
+        async def undone() -> None:
+            async with tx.savepoint():
+                tx.finishing(traversal, one)
+                raise RuntimeError("undo the round")
+
+        with pytest.raises(RuntimeError):
+            await undone()
+        state = await tx.node(traversal, one)
+        assert state is not None
+        assert not state.done

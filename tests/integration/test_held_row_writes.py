@@ -159,3 +159,43 @@ async def test_rows_read_ahead_serve_current_resources_until_one_is_written(data
             assert again["a"].status_reason == "written", "the written row is read again"
             assert again["a"].version == rows[0].version + 1
             assert len(counted.statements) == before + 2  # the held write, then the read
+
+
+async def test_deletes_of_locked_rows_go_in_one_statement_after_the_changes_and_are_read_back_gone(
+    database_url: str,
+) -> None:
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
+        stack, ids = await created(cv)
+        async with cv.pool.acquire() as conn, conn.transaction():
+            counted = Counted(conn)
+            tx = Tx(counted)
+            rows = await prefetched(tx, stack, ids)
+            before = len(counted.statements)
+            assert await tx.update_resource(rows[0], ResourceChange(status_reason="kept, changed"))
+            assert await tx.delete_resource(rows[1])
+            assert await tx.delete_resource(rows[2])
+            assert len(counted.statements) == before, "held back: nothing sent yet"
+            assert await tx.resource(ids[1]) is None  # a read of the table sends them first
+            assert len(counted.statements) == before + 3  # the change, the deletes, the read
+            kept = await tx.resource(ids[0])
+            assert kept is not None
+            assert kept.status_reason == "kept, changed"
+        assert [r["resource_id"] for r in await cv.rows(stack)] == ids[:1]
+
+
+async def test_a_held_delete_whose_row_changed_meanwhile_fails_the_transaction(database_url: str) -> None:
+    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
+        stack, ids = await created(cv)
+
+        async def changed_behind_its_back() -> None:
+            async with cv.pool.acquire() as conn, conn.transaction():
+                tx = Tx(conn)
+                rows = await prefetched(tx, stack, ids)
+                assert await tx.delete_resource(rows[0])
+                bump = "UPDATE resources SET version = version + 1 WHERE resource_id = $1"
+                await conn.execute(bump, ids[0])  # as above: nothing in the engine does this
+                await tx.flush_writes()
+
+        with pytest.raises(ConflictError):
+            await changed_behind_its_back()
+        assert len(await cv.rows(stack)) == len(ids)

@@ -31,7 +31,7 @@ NEVER_STALE = 3600.0
 
 async def write_rows(store: Store, count: int) -> None:
     async with store.transaction() as tx:
-        await tx.add_outbox([("engine", {"n": i}) for i in range(count)])
+        await tx.add_outbox([("engine", f'{{"n":{i}}}') for i in range(count)])
 
 
 async def test_a_dead_engines_rows_are_relayed_without_waiting_for_them_to_go_stale(

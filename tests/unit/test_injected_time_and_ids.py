@@ -9,6 +9,7 @@ by a node's gates and are left out (None)."""
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from typing import Any, cast
 
@@ -152,7 +153,8 @@ async def test_a_look_before_an_update_is_named_by_the_injected_ids_and_due_by_t
 
     assert not passed, "the update waits for its look"
     assert tx.written[0].gate_waiting == OBSERVE
-    ((queue, look),) = fx.messages
+    ((queue, text),) = fx.messages
     assert queue == OBSERVE_QUEUE
+    look = json.loads(text)
     assert look["job"]["job_id"] == f"look-{uuid.UUID(int=100).hex}"
     assert look["job"]["deadline"] == NOW + LOOK_SECONDS

@@ -85,7 +85,7 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
         return
     row = await tx.resource(msg.resource_id)
     if row is None:  # already cleaned up by an earlier traversal
-        await node_done(tx, stack, traversal, node, fx)
+        node_done(tx, stack, traversal, node, fx)
         return
     if moved_by_its_job(row, traversal, node):
         log.debug("check_duplicate", node=node, job_id=row.current_job, replaced_by=row.replaced_by)
@@ -219,7 +219,7 @@ async def carry_out(at: Check, outcome: NodeOutcome) -> None:
         e = outcome.event
         fx.event(stack.stack_id, row.name, e.physical_id, e.type_name, e.action, e.status.value, e.reason)
     if outcome.then is Then.NODE_DONE:
-        await node_done(tx, stack, at.traversal, at.node, fx)
+        node_done(tx, stack, at.traversal, at.node, fx)
     elif outcome.then is Then.ISSUE:
         assert outcome.job is not None
         await issue(at, outcome.job)

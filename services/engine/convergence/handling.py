@@ -34,6 +34,7 @@ from services.engine.convergence import checks, propagation, results
 from services.engine.convergence.follow_on import handle_follow_on
 from services.engine.convergence.shell import Shell
 from services.engine.core.model import Node, StackId, TraversalId
+from services.engine.core.results import asks_still_wanted
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
 from services.engine.gates import Gates
@@ -85,10 +86,12 @@ class Convergence:
             fresh = await tx.claim_messages([m.id for m in messages])
             todo = [m for m in messages if m.id in fresh]
             node_checks = [m for m in todo if isinstance(m, CheckResource)]
+            deletes = [m.resource_id for m in todo if isinstance(m, JobResult) and asks_still_wanted(m)]
             await tx.prefetch(
                 resources=[m.resource_id for m in todo],
                 stacks=[StackId(m.stack_id) for m in node_checks],
                 nodes=[(TraversalId(m.traversal_id), Node(m.node)) for m in node_checks],
+                current_forward=deletes,  # does the current traversal still want the row?
             )
             await checks.read_ahead(shell, tx, node_checks)
             for message in messages:

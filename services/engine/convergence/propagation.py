@@ -1,11 +1,11 @@
 """After a node: its dependents, its sync points, its traversal's end, a failed stack.
 
 Where it sits: a node check (`checks`) or a job result (`results`) that
-finishes a node calls `node_done`: the dependents that needed only it are
-checked at once; the sync points it fed and the sinks it ended are gathered
-in `Effects.finished` and settled once, last before the commit (`settle`,
-called by `handling`): the sync points they made ready are triggered, and a
-traversal whose last sinks they were ends (`traversal_done`: the stack
+finishes a node calls `node_done`; the nodes finished are gathered in
+`Effects.finished` and settled once, last before the commit (`settle`, called
+by `handling` and `follow_on`): their rows are written done in one statement,
+the dependents that needed only them are checked, the sync points they made
+ready are triggered, and a traversal whose last sinks they were ends (`traversal_done`: the stack
 COMPLETE, or CHECK_FAILED naming what a stack check found, as
 `core.node_checks.traversal_end` decides). A failure that stops the operation
 goes through `fail_stack` (`traversal.fail_or_roll_back`: FAILED, or a
@@ -17,6 +17,7 @@ from __future__ import annotations
 import structlog
 
 from services.engine.convergence.shell import Shell
+from services.engine.core.graph import triggered
 from services.engine.core.model import Action, Node, StackRow, Status, TraversalId, resource_of
 from services.engine.core.node_checks import traversal_end
 from services.engine.effects import Effects, Finished
@@ -26,34 +27,32 @@ from services.engine.traversal import fail_or_roll_back
 log = structlog.get_logger(__name__)
 
 
-async def node_done(tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, fx: Effects) -> None:
-    """Mark `node` done and trigger the dependents that needed only it; its sync
-    points and its traversal's end wait for `settle`, at the transaction's end."""
-    finished = await tx.finish_node(traversal, node)
-    if finished is None:
-        return
-    for dependent in finished.direct:
-        fx.check(stack.stack_id, traversal, dependent, resource_of(dependent))
-    done = fx.finished
-    done.stacks[traversal] = stack
-    done.syncs.extend((traversal, dependent, node) for dependent in finished.synced)
-    if not finished.direct and not finished.synced:
-        done.sinks[traversal] += 1
+def node_done(tx: Tx, stack: StackRow, traversal: TraversalId, node: Node, fx: Effects) -> None:
+    """`node` is done: it reads done from now on in `tx`; its row, its dependents, its
+    sync points and its traversal's end wait for `settle`, at the transaction's end."""
+    tx.finishing(traversal, node)
+    fx.finished.nodes.setdefault((traversal, node), stack)
 
 
 async def settle(shell: Shell, tx: Tx, fx: Effects) -> None:
-    """Settle the nodes finished in this transaction (`Effects.finished`): trigger
-    the sync points they made ready, then end each traversal whose last sinks
-    they were. Called last before the commit: the traversal's row is locked
-    only from here to the commit, and only by transactions that finished a sink."""
-    done = fx.finished
-    if not done:
+    """Settle the nodes finished in this transaction (`Effects.finished`): write them
+    done (one statement), trigger the dependents that waited for them alone and the
+    sync points they made ready (one statement), then end each traversal whose last
+    sinks they were (`core.graph.triggered` says which is which). Called last before
+    the commit: the rows are locked only from here to the commit, and the traversal's
+    row only by transactions that finished a sink."""
+    nodes = fx.finished.nodes
+    if not nodes:
         return
-    for traversal, node in await tx.satisfy(done.syncs):
-        fx.check(done.stacks[traversal].stack_id, traversal, node, resource_of(node))
-    for traversal in sorted(done.sinks):
-        if await tx.count_down(traversal, done.sinks[traversal]) == 0:
-            await traversal_done(shell, tx, done.stacks[traversal], traversal, fx)
+    stacks = {traversal: stack for (traversal, _), stack in nodes.items()}
+    then = triggered(await tx.finish_nodes(nodes))
+    for traversal, node in then.checks:
+        fx.check(stacks[traversal].stack_id, traversal, node, resource_of(node))
+    for traversal, node in await tx.satisfy(then.reports):
+        fx.check(stacks[traversal].stack_id, traversal, node, resource_of(node))
+    for traversal in sorted(then.sinks):
+        if await tx.count_down(traversal, then.sinks[traversal]) == 0:
+            await traversal_done(shell, tx, stacks[traversal], traversal, fx)
     fx.finished = Finished()
 
 

@@ -72,7 +72,7 @@ async def result(shell: Shell, tx: Tx, res: JobResult, fx: Effects) -> None:
     elif decision.then is Then.FAIL_STACK:
         await fail_stack(shell, tx, stack, traversal, decision.reason, fx)
     else:
-        await node_done(tx, stack, traversal, node, fx)
+        node_done(tx, stack, traversal, node, fx)
 
 
 async def settle_condition(tx: Tx, row: ResourceRow, fx: Effects, *, now: float) -> None:

@@ -23,11 +23,11 @@ predecessor's rows (`store/graph.py`).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, cleanup, forward
+from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, TraversalId, cleanup, forward
 
 
 def traversal_graph(
@@ -127,3 +127,34 @@ def carry_over(
     if len(own) + len(gone) > most * len(new):
         return None
     return CarriedOver(own, gone)
+
+
+@dataclass(frozen=True)
+class FinishedNode:
+    """What a node's row says once it is marked done: the dependents it triggers."""
+
+    direct: tuple[Node, ...]  # dependents to trigger now
+    synced: tuple[Node, ...]  # dependents that are sync points
+
+
+@dataclass(frozen=True)
+class Triggered:
+    """What nodes finished together trigger."""
+
+    checks: tuple[tuple[TraversalId, Node], ...]  # dependents waiting on nothing else: checked now
+    reports: tuple[tuple[TraversalId, Node, Node], ...]  # (traversal, sync point, finished node)
+    sinks: Counter[TraversalId] = field(default_factory=Counter)  # sinks finished, by traversal
+
+
+def triggered(finished: Mapping[tuple[TraversalId, Node], FinishedNode]) -> Triggered:
+    """The dependents to check at once, the reports to sync points and the sinks counted
+    down, of the nodes `finished` (each made done once: a duplicate is left out before)."""
+    checks: list[tuple[TraversalId, Node]] = []
+    reports: list[tuple[TraversalId, Node, Node]] = []
+    sinks: Counter[TraversalId] = Counter()
+    for (traversal, node), done in finished.items():
+        checks.extend((traversal, dependent) for dependent in done.direct)
+        reports.extend((traversal, dependent, node) for dependent in done.synced)
+        if not done.direct and not done.synced:
+            sinks[traversal] += 1
+    return Triggered(tuple(checks), tuple(reports), sinks)

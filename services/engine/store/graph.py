@@ -4,7 +4,8 @@ Where it sits: `services.engine.traversal` stores the graph of a new
 traversal (`start_traversal`: a row per node, naming the dependents to
 trigger directly and the sync points to report to); a check reads its node
 (`node`) and, once the node's outcome is known, marks it done
-(`finish_node`), reports to the sync points that wait on it (`satisfy`) and
+(`finishing`; the rows of the nodes a transaction finished are written
+together, `finish_nodes`, when it settles them), reports to the sync points that wait on it (`satisfy`) and
 counts the traversal's sinks down (`count_down`), in that order, so row locks
 are always taken node -> dependents -> traversal -> stack.
 
@@ -21,9 +22,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
-from services.engine.core.graph import StoredNode, carry_over, stored_nodes
+from services.engine.core.graph import FinishedNode, StoredNode, carry_over, stored_nodes
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import NodeState, Prefetched
@@ -53,16 +53,11 @@ def _remember(traversal: TraversalId, nodes: dict[Node, StoredNode]) -> None:
         _BASES.popitem(last=False)
 
 
-@dataclass(frozen=True)
-class FinishedNode:
-    direct: tuple[Node, ...]  # dependents to trigger now
-    synced: tuple[Node, ...]  # dependents that are sync points
-
-
 class GraphStatements:
     _c: Conn  # the transaction's connection (`Tx`; `Watched` while prefetched rows are served)
     _raw: Conn  # the connection itself: writes that forget exactly their own row
     _reads: Prefetched | None
+    _finishing: set[tuple[TraversalId, Node]]  # done in this transaction, written later
 
     async def start_traversal(
         self,
@@ -170,6 +165,13 @@ class GraphStatements:
         return root, nodes
 
     async def node(self, traversal: TraversalId, node: Node) -> NodeState | None:
+        """The node's state; done if this transaction finished it (`finishing`)."""
+        state = await self._node(traversal, node)
+        if state is not None and (traversal, node) in self._finishing:
+            return NodeState(state.requires_count, True)
+        return state
+
+    async def _node(self, traversal: TraversalId, node: Node) -> NodeState | None:
         if self._reads is not None and (traversal, node) in self._reads.nodes:
             return self._reads.nodes[(traversal, node)]
         nodes = OWN_OR_BASE_NODES.format(t="$1", own_node="AND own.node = $2", base_node="AND b.node = $2")
@@ -221,36 +223,52 @@ class GraphStatements:
         )
         return sorted((r["traversal_id"], r["node"]) for r in rows if r["ready"])
 
-    async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
-        """Mark `node` done; None if it was done already (a duplicate report).
+    def finishing(self, traversal: TraversalId, node: Node) -> None:
+        """`node` is done in this transaction: from now on `node` reads it done, though
+        its row is written later, with the others', by `finish_nodes`."""
+        self._finishing.add((traversal, node))
 
-        Callers report the dependents next (`satisfy`) and count the traversal's
-        sinks down last (`count_down`), so row locks are always taken in the order
-        node -> dependents -> traversal -> stack.
+    async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
+        """`finish_nodes` of one node: what it triggers; None if it was done already."""
+        return (await self.finish_nodes([(traversal, node)])).get((traversal, node))
+
+    async def finish_nodes(
+        self, keys: Iterable[tuple[TraversalId, Node]]
+    ) -> dict[tuple[TraversalId, Node], FinishedNode]:
+        """Mark each (traversal, node) of `keys` done, in one statement; what each node
+        this made done triggers, in (traversal, node) order (a node done already, a
+        duplicate report, is left out).
+
+        The rows are locked in (traversal, node) order, as `satisfy` locks its own, so
+        batches of two engines never deadlock on them. Callers report the dependents
+        next (`satisfy`) and count the traversal's sinks down last (`count_down`), so
+        row locks are always taken in the order node -> dependents -> traversal -> stack.
         """
+        entries = sorted(set(keys))
+        if not entries:
+            return {}
         if self._reads is not None:
-            self._reads.nodes.pop((traversal, node), None)
-        # A node carried over from the base gets its own row, done (`start_traversal`).
-        r = await self._raw.fetchrow(
-            """WITH own AS (
-                   UPDATE traversal_nodes SET done = true
-                   WHERE traversal_id = $1 AND node = $2 AND NOT done RETURNING direct, synced),
-               carried AS (
-                   INSERT INTO traversal_nodes AS tn
-                       (traversal_id, node, requires_count, direct, synced, done)
-                   SELECT $1, b.node, b.requires_count, b.direct, b.synced, true
-                   FROM traversals t JOIN traversal_nodes b ON b.traversal_id = t.base AND b.node = $2
-                   WHERE t.traversal_id = $1 AND NOT EXISTS (
-                       SELECT 1 FROM traversal_nodes o WHERE o.traversal_id = $1 AND o.node = $2)
-                   ON CONFLICT (traversal_id, node) DO UPDATE SET done = true WHERE NOT tn.done
-                   RETURNING tn.direct, tn.synced)
-               SELECT direct, synced FROM own UNION ALL SELECT direct, synced FROM carried""",
-            traversal,
-            node,
+            for key in entries:
+                self._reads.nodes.pop(key, None)
+        nodes = OWN_OR_BASE_NODES.format(t="k.t", own_node="AND own.node = k.n", base_node="AND b.node = k.n")
+        # A node carried over from the base has no row yet: it gets its own, done
+        # (INSERT); a row already there is locked and marked done (ON CONFLICT).
+        rows = await self._raw.fetch(  # `done` of the nodes named is forgotten above
+            f"""WITH found AS (
+                   SELECT k.t, k.n, x.requires_count, x.direct, x.synced
+                   FROM unnest($1::uuid[], $2::bigint[]) AS k(t, n) CROSS JOIN LATERAL (
+                       SELECT * FROM ({nodes}) n ORDER BY rank LIMIT 1) x)
+               INSERT INTO traversal_nodes AS tn (traversal_id, node, requires_count, direct, synced, done)
+               SELECT t, n, requires_count, direct, synced, true FROM found ORDER BY t, n
+               ON CONFLICT (traversal_id, node) DO UPDATE SET done = true WHERE NOT tn.done
+               RETURNING tn.traversal_id, tn.node, tn.direct, tn.synced""",
+            [e[0] for e in entries],
+            [e[1] for e in entries],
         )
-        if r is None:
-            return None
-        return FinishedNode(tuple(r["direct"]), tuple(r["synced"]))
+        finished = {
+            (r["traversal_id"], r["node"]): FinishedNode(tuple(r["direct"]), tuple(r["synced"])) for r in rows
+        }
+        return {key: finished[key] for key in entries if key in finished}
 
     async def count_down(self, traversal: TraversalId, sinks: int = 1) -> int:
         """`sinks` more sinks of `traversal` are done; the number still to do (0: the

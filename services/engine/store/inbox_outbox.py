@@ -13,8 +13,7 @@ publishes them (its statements: `store/outbox.py`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from services.engine.store.driver import Conn
 
@@ -44,14 +43,15 @@ class OutboxStatements:
     _c: Conn  # the transaction's connection (`Tx`)
     _engine_id: uuid.UUID | None  # written on outbox rows (the engine's lease)
 
-    async def add_outbox(self, messages: Sequence[tuple[str, Mapping[str, Any]]]) -> list[int]:
+    async def add_outbox(self, messages: Sequence[tuple[str, str]]) -> list[int]:
+        """Write each (queue, JSON text) of `messages`; the new rows' ids."""
         if not messages:
             return []
         rows = await self._c.fetch(
             """INSERT INTO outbox (queue, body, engine_id)
-               SELECT q, b, $3 FROM unnest($1::text[], $2::jsonb[]) AS m(q, b) RETURNING outbox_id""",
+               SELECT q, b::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS m(q, b) RETURNING outbox_id""",
             [q for q, _ in messages],
-            [dict(body) for _, body in messages],
+            [body for _, body in messages],
             self._engine_id,
         )
         return [r["outbox_id"] for r in rows]

@@ -214,8 +214,12 @@ class ResourceStatements:
             self._reads.forget_resource(resource_id)
 
     async def delete_resource(self, row: ResourceRow) -> bool:
-        """Compare-and-swap delete: False if the row changed since it was read."""
+        """Compare-and-swap delete: False if the row changed since it was read. A row this
+        transaction locked, read at its version, has its delete held back and sent with
+        others (`row_writes`): True."""
         self._forget_resource(row.resource_id)
+        if self._held is not None and self._held.hold_delete(row.resource_id, row.version):
+            return True
         await self.flush_writes()
         if self._held is not None:
             self._held.locked.pop(row.resource_id, None)

@@ -7,6 +7,8 @@ own UPDATE: the change waits here, and `flush` writes every waiting change in
 one `UPDATE ... FROM jsonb_populate_recordset(...)` per set of columns, still a
 compare-and-swap on each row's version (a row count short of the changes is a
 `ConflictError`: only a bug could cause it, and it fails the transaction).
+`delete_resource` of such a row waits the same way, and the deletes go in one
+`DELETE` after the changes.
 
 Nothing reads a row whose change waits: every statement that names the
 `resources` table flushes first (`prefetch.Watched`, and the statements of
@@ -38,6 +40,7 @@ class HeldWrites:
     locked: dict[int, int] = field(default_factory=dict)  # row id -> its version now, rows this tx locked
     waiting: dict[tuple[str, ...], list[tuple[int, int, list[Any]]]] = field(default_factory=dict)
     rows: set[int] = field(default_factory=set)  # ids with a change waiting
+    deleting: dict[int, int] = field(default_factory=dict)  # row id -> version: deletes waiting
 
     def hold(self, resource_id: int, version: int, change: ResourceChange) -> bool:
         """Keep `change` to the row if it can wait (a row this transaction locked, read at
@@ -51,6 +54,15 @@ class HeldWrites:
         self.locked[resource_id] = version + 1
         return True
 
+    def hold_delete(self, resource_id: int, version: int) -> bool:
+        """Keep the delete of the row if it can wait (as `hold`); True if kept. Deletes are
+        written after the changes, so a change to the row before it is written first."""
+        if self.locked.get(resource_id) != version or resource_id in self.rows:
+            return False
+        self.deleting[resource_id] = version
+        del self.locked[resource_id]
+        return True
+
     def wrote(self, resource_id: int, version: int) -> None:
         """A change to a locked row was written at once (compare-and-swap from `version`)."""
         if resource_id in self.locked:
@@ -61,9 +73,26 @@ class HeldWrites:
         self.locked.clear()
         self.waiting.clear()
         self.rows.clear()
+        self.deleting.clear()
 
     async def flush(self, fetch: Callable[..., Awaitable[list[Any]]]) -> int:
-        """Write every waiting change (one statement per set of columns); returns how many."""
+        """Write every waiting change (one statement per set of columns), then every
+        waiting delete (one statement); returns how many."""
+        count = await self._flush_changes(fetch)
+        if not self.deleting:
+            return count
+        deleting, self.deleting = self.deleting, {}
+        rows = await fetch(
+            """DELETE FROM resources r USING unnest($1::bigint[], $2::integer[]) AS d(id, version)
+               WHERE r.resource_id = d.id AND r.version = d.version RETURNING r.resource_id""",
+            list(deleting),
+            list(deleting.values()),
+        )
+        if len(rows) != len(deleting):
+            raise ConflictError(f"{len(deleting) - len(rows)} held row deletes found their rows changed")
+        return count + len(rows)
+
+    async def _flush_changes(self, fetch: Callable[..., Awaitable[list[Any]]]) -> int:
         if not self.rows:
             return 0
         waiting, self.waiting = self.waiting, {}

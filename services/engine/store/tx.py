@@ -25,7 +25,7 @@ from typing import Any
 
 import asyncpg
 
-from services.engine.core.model import Node, StackId, TraversalId
+from services.engine.core.model import Node, StackId, TraversalId, forward
 from services.engine.store.driver import Conn
 from services.engine.store.events import EventStatements
 from services.engine.store.graph import OWN_OR_BASE_NODES, GraphStatements
@@ -72,6 +72,7 @@ class Tx(
         self._held: HeldWrites | None = None  # row writes held back while rows are prefetched
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
         self._moved: set[StackId] = set()  # stacks whose traversal this transaction moved
+        self._finishing: set[tuple[TraversalId, Node]] = set()  # nodes done here (`finishing`)
 
     async def prefetch(
         self,
@@ -79,6 +80,7 @@ class Tx(
         resources: Iterable[int],
         stacks: Iterable[StackId],
         nodes: Iterable[tuple[TraversalId, Node]],
+        current_forward: Iterable[int] = (),
         skip_locked: bool = False,
     ) -> set[int]:
         """Read these rows now, one statement per table (resources first, then the
@@ -86,6 +88,8 @@ class Tx(
         answer from them until they are written. The resource rows are locked, in
         resource id order, as an operation claims its stack's rows (`claim_resources`):
         a batch and an operation, or two batches, never wait for each other in a cycle.
+        `current_forward`: resource ids whose forward node in their stack's current
+        traversal is read too (whether a job's result is still wanted: `results`).
         `skip_locked`: rows another transaction holds are not waited for, nor read.
         Returns the ids of the resource rows read (and locked)."""
         await self.flush_writes()
@@ -110,7 +114,13 @@ class Tx(
         )
         reads.stacks = dict.fromkeys(stack_ids)
         reads.stacks.update((r["stack_id"], stack_row(r)) for r in rows)
-        keys = sorted(set(nodes))
+        wanted = set(nodes)
+        for resource_id in current_forward:
+            row = reads.resources.get(resource_id)
+            stack = reads.stacks.get(row.stack_id) if row is not None else None
+            if stack is not None and stack.current_traversal is not None:
+                wanted.add((stack.current_traversal, forward(resource_id)))
+        keys = sorted(wanted)
         own_or_base = OWN_OR_BASE_NODES.format(
             t="k.t", own_node="AND own.node = k.n", base_node="AND b.node = k.n"
         )
@@ -134,6 +144,7 @@ class Tx(
         read after a write the rollback undid would be wrong), and hold back no write."""
         self._reads = None
         self._c = self._raw
+        self._finishing.clear()  # what the rollback left done is read from the rows again
         if self._held is not None:
             self._held.forget()
 

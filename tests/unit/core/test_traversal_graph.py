@@ -5,13 +5,23 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from services.engine.core.graph import action_graph, carry_over, leaves, stored_nodes, traversal_graph
+from services.engine.core.graph import (
+    FinishedNode,
+    action_graph,
+    carry_over,
+    leaves,
+    stored_nodes,
+    traversal_graph,
+    triggered,
+)
 from services.engine.core.model import (
     Action,
+    Node,
     ResourceId,
     ResourceRow,
     StackId,
     Status,
+    TraversalId,
     cleanup,
     forward,
 )
@@ -140,3 +150,20 @@ def test_a_graph_mostly_different_from_its_base_is_stored_whole() -> None:
     b = stored_nodes(action_graph([row(1, "a"), row(2, "b", requires=(1,))], reverse=True))
     assert carry_over(b, a) is None
     assert carry_over(b, a, most=1.0) is not None
+
+
+def test_finished_nodes_trigger_their_direct_dependents_report_to_sync_points_and_count_sinks() -> None:
+    t1, t2 = TraversalId(uuid.UUID(int=1)), TraversalId(uuid.UUID(int=2))
+    a, b, c, sync, sink = (Node(n) for n in (1, 2, 3, 4, 5))
+    then = triggered(
+        {
+            (t1, a): FinishedNode(direct=(b,), synced=(sync,)),
+            (t1, c): FinishedNode(direct=(), synced=(sync,)),
+            (t1, sink): FinishedNode(direct=(), synced=()),
+            (t2, sink): FinishedNode(direct=(), synced=()),
+            (t2, a): FinishedNode(direct=(), synced=()),
+        }
+    )
+    assert then.checks == ((t1, b),)
+    assert then.reports == ((t1, sync, a), (t1, sync, c))
+    assert then.sinks == {t1: 1, t2: 2}
