@@ -322,8 +322,9 @@ class Operations:
     async def _refuse_immutable_changes(self, tx: Tx, stack: StackRow, immutable: Mapping[str, Any]) -> None:
         """Heat's `immutable_params_modified`: a parameter both templates declare, immutable
         in the new one (`immutable`: those, with their new values), whose value would
-        change refuses the update before anything changes."""
-        if stack.current_template_id is None:
+        change refuses the update before anything changes. A goal that declares none
+        reads nothing (the current definition of a big stack may take a while to load)."""
+        if not immutable or stack.current_template_id is None:
             return
         current = await self._deps.definitions.get(tx, stack, stack.current_template_id)
         changed = immutable_changes(immutable, current)
