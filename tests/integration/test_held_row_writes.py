@@ -10,6 +10,8 @@ engine's own `Tx` on a connection whose statements are counted.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -60,15 +62,23 @@ async def prefetched(tx: Tx, stack: StackId, ids: list[int]) -> list[ResourceRow
     return [row for row in rows if row is not None]
 
 
+@asynccontextmanager
+async def counted_batch(
+    cv: Converge, stack: StackId, ids: list[int]
+) -> AsyncIterator[tuple[Tx, Counted, list[ResourceRow]]]:
+    """A transaction that holds the stack's rows prefetched (so locked), its statements counted."""
+    async with cv.pool.acquire() as conn, conn.transaction():
+        counted = Counted(conn)
+        tx = Tx(counted)
+        yield tx, counted, await prefetched(tx, stack, ids)
+
+
 async def test_writes_to_locked_rows_go_in_one_statement_and_are_read_back_written(
     database_url: str,
 ) -> None:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
         stack, ids = await created(cv)
-        async with cv.pool.acquire() as conn, conn.transaction():
-            counted = Counted(conn)
-            tx = Tx(counted)
-            rows = await prefetched(tx, stack, ids)
+        async with counted_batch(cv, stack, ids) as (tx, counted, rows):
             before = len(counted.statements)
             for row in rows:
                 change = ResourceChange(status_reason=f"held {row.name}", requires=frozenset({7, 3}))
@@ -110,7 +120,10 @@ async def test_a_savepoint_undone_keeps_none_of_the_writes_held_in_it(database_u
         assert reasons["b"] == "kept"
 
 
-async def test_a_held_write_whose_row_changed_meanwhile_fails_the_transaction(database_url: str) -> None:
+@pytest.mark.parametrize("held", ["change", "delete"])
+async def test_a_held_write_whose_row_changed_meanwhile_fails_the_transaction(
+    database_url: str, held: str
+) -> None:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
         stack, ids = await created(cv)
 
@@ -118,7 +131,10 @@ async def test_a_held_write_whose_row_changed_meanwhile_fails_the_transaction(da
             async with cv.pool.acquire() as conn, conn.transaction():
                 tx = Tx(conn)
                 rows = await prefetched(tx, stack, ids)
-                assert await tx.update_resource(rows[0], ResourceChange(status_reason="lost"))
+                if held == "change":
+                    assert await tx.update_resource(rows[0], ResourceChange(status_reason="lost"))
+                else:
+                    assert await tx.delete_resource(rows[0])
                 # Nothing in the engine does this: a statement that bypasses the transaction's `Tx`.
                 bump = "UPDATE resources SET version = version + 1 WHERE resource_id = $1"
                 await conn.execute(bump, ids[0])
@@ -127,6 +143,7 @@ async def test_a_held_write_whose_row_changed_meanwhile_fails_the_transaction(da
         with pytest.raises(ConflictError):
             await changed_behind_its_back()
         reasons = {r["name"]: r["status_reason"] for r in await cv.rows(stack)}
+        assert len(reasons) == len(ids), "no row deleted"
         assert reasons["a"] != "lost"
 
 
@@ -166,10 +183,7 @@ async def test_deletes_of_locked_rows_go_in_one_statement_after_the_changes_and_
 ) -> None:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
         stack, ids = await created(cv)
-        async with cv.pool.acquire() as conn, conn.transaction():
-            counted = Counted(conn)
-            tx = Tx(counted)
-            rows = await prefetched(tx, stack, ids)
+        async with counted_batch(cv, stack, ids) as (tx, counted, rows):
             before = len(counted.statements)
             assert await tx.update_resource(rows[0], ResourceChange(status_reason="kept, changed"))
             assert await tx.delete_resource(rows[1])
@@ -181,21 +195,3 @@ async def test_deletes_of_locked_rows_go_in_one_statement_after_the_changes_and_
             assert kept is not None
             assert kept.status_reason == "kept, changed"
         assert [r["resource_id"] for r in await cv.rows(stack)] == ids[:1]
-
-
-async def test_a_held_delete_whose_row_changed_meanwhile_fails_the_transaction(database_url: str) -> None:
-    async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
-        stack, ids = await created(cv)
-
-        async def changed_behind_its_back() -> None:
-            async with cv.pool.acquire() as conn, conn.transaction():
-                tx = Tx(conn)
-                rows = await prefetched(tx, stack, ids)
-                assert await tx.delete_resource(rows[0])
-                bump = "UPDATE resources SET version = version + 1 WHERE resource_id = $1"
-                await conn.execute(bump, ids[0])  # as above: nothing in the engine does this
-                await tx.flush_writes()
-
-        with pytest.raises(ConflictError):
-            await changed_behind_its_back()
-        assert len(await cv.rows(stack)) == len(ids)

@@ -5,11 +5,11 @@ finishes a node calls `node_done`; the nodes finished are gathered in
 `Effects.finished` and settled once, last before the commit (`settle`, called
 by `handling` and `follow_on`): their rows are written done in one statement,
 the dependents that needed only them are checked, the sync points they made
-ready are triggered, and a traversal whose last sinks they were ends (`traversal_done`: the stack
-COMPLETE, or CHECK_FAILED naming what a stack check found, as
-`core.node_checks.traversal_end` decides). A failure that stops the operation
-goes through `fail_stack` (`traversal.fail_or_roll_back`: FAILED, or a
-rollback).
+ready are triggered, and a traversal whose last sinks they were ends
+(`traversal_done`: the stack COMPLETE, or CHECK_FAILED naming what a stack
+check found, as `core.node_checks.traversal_end` decides). A failure that
+stops the operation goes through `fail_stack` (`traversal.fail_or_roll_back`:
+FAILED, or a rollback).
 """
 
 from __future__ import annotations

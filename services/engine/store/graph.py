@@ -3,17 +3,18 @@
 Where it sits: `services.engine.traversal` stores the graph of a new
 traversal (`start_traversal`: a row per node, naming the dependents to
 trigger directly and the sync points to report to); a check reads its node
-(`node`) and, once the node's outcome is known, marks it done
-(`finishing`; the rows of the nodes a transaction finished are written
-together, `finish_nodes`, when it settles them), reports to the sync points that wait on it (`satisfy`) and
-counts the traversal's sinks down (`count_down`), in that order, so row locks
-are always taken node -> dependents -> traversal -> stack.
+(`node`) and, once the node's outcome is known, marks it done (`finishing`).
+When the transaction settles, the rows of the nodes it finished are written
+done together (`finish_nodes`), the sync points that wait on them are
+reported to (`satisfy`) and the traversal's sinks counted down
+(`count_down`), in that order, so row locks are always taken node ->
+dependents -> traversal -> stack.
 
 A graph that differs from the one of the traversal it preempts in few nodes
 is stored as those nodes only (`core.graph.carry_over`): the traversal names
 a `base` whose rows stand for the rest, read as not done and with nothing
 satisfied; such a node gets a row of its own the first time its state
-changes (`finish_node`, `satisfy`). A node of the base the new graph does not
+changes (`finish_nodes`, `satisfy`). A node of the base the new graph does not
 have gets a row of its own, done. So an update that leaves most of the graph
 as it was writes few rows (preemption in milliseconds, issue 18 item 5).
 """
