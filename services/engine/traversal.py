@@ -43,7 +43,7 @@ from services.engine.core.model import (
     TraversalId,
 )
 from services.engine.core.model import resource_of as row_of
-from services.engine.core.node_checks import rolls_back
+from services.engine.core.node_checks import originals_to_restore, rolls_back
 from services.engine.core.row_change import ResourceChange
 from services.engine.core.sources import Ids
 from services.engine.definitions import DefinitionCache
@@ -292,25 +292,16 @@ def _as(stack: StackRow, action: Action) -> StackRow:
 
 
 async def _restore_originals(tx: Tx, rows: list[ResourceRow], template_id: TemplateId) -> list[ResourceRow]:
-    """Make an original current again where its replacement came after `template_id`."""
-    by_id = {r.resource_id: r for r in rows}
-    for row in rows:
-        original = by_id.get(row.replaces) if row.replaces is not None else None
-        if (
-            row.replaced_by is None
-            and original is not None
-            and original.replaced_by == row.resource_id
-            and original.template_id == template_id
-            and original.exists
-            and original.current_job is None  # not being deleted already
-            and original.status is Status.COMPLETE
-        ):
-            if not await tx.update_resource(original, ResourceChange(replaced_by=None)):
-                raise ConflictError(f"resource {original.resource_id} changed while rolling back")
-            if not await tx.update_resource(row, ResourceChange(replaced_by=original.resource_id)):
-                raise ConflictError(f"resource {row.resource_id} changed while rolling back")
-            log.info("original_restored", resource=row.name, original=original.resource_id)
-    return await tx.claim_resources(rows[0].stack_id) if rows else rows
+    """Make an original current again where its replacement came after `template_id`
+    (`core.node_checks.originals_to_restore`); the stack's rows, claimed again if any changed."""
+    restored = originals_to_restore(rows, template_id)
+    for original, row in restored:
+        if not await tx.update_resource(original, ResourceChange(replaced_by=None)):
+            raise ConflictError(f"resource {original.resource_id} changed while rolling back")
+        if not await tx.update_resource(row, ResourceChange(replaced_by=original.resource_id)):
+            raise ConflictError(f"resource {row.resource_id} changed while rolling back")
+        log.info("original_restored", resource=row.name, original=original.resource_id)
+    return await tx.claim_resources(rows[0].stack_id) if restored else rows
 
 
 async def fail_or_roll_back(

@@ -26,7 +26,9 @@ does a job result's `core.results.ResultDecision`.
   so in an event); or delete, by a job.
 
 `issued` is what a job being issued writes on its row, and `traversal_end`
-what the end of a traversal's last sinks does to its stack.
+what the end of a traversal's last sinks does to its stack. When an operation
+fails, `rolls_back` says whether a rollback follows, and
+`originals_to_restore` which replaced rows it makes current again.
 """
 
 from __future__ import annotations
@@ -361,6 +363,30 @@ def rolls_back(stack: StackRow, *, forced: bool = False) -> bool:
     if stack.action not in (Action.CREATE, Action.UPDATE) or heal:
         return False
     return forced or not stack.disable_rollback
+
+
+def originals_to_restore(
+    rows: Sequence[ResourceRow], template_id: TemplateId
+) -> list[tuple[ResourceRow, ResourceRow]]:
+    """For a rollback to `template_id`: each (original, replacement) among the stack's
+    `rows` where the original is made current again instead of a third copy created,
+    in the rows' order. That is a replacement still current whose original it replaced
+    is of `template_id`, still exists, is COMPLETE and is not being deleted already."""
+    by_id = {r.resource_id: r for r in rows}
+    restored = []
+    for row in rows:
+        original = by_id.get(row.replaces) if row.replaces is not None else None
+        if (
+            row.replaced_by is None
+            and original is not None
+            and original.replaced_by == row.resource_id
+            and original.template_id == template_id
+            and original.exists
+            and original.current_job is None  # not being deleted already
+            and original.status is Status.COMPLETE
+        ):
+            restored.append((original, row))
+    return restored
 
 
 def traversal_end(stack: StackRow, failed_checks: Sequence[tuple[str, str]]) -> TraversalEnd:

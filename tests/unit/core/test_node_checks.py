@@ -34,6 +34,7 @@ from services.engine.core.node_checks import (
     issued,
     kind_of,
     moved_by_its_job,
+    originals_to_restore,
     plan_action,
     plan_cleanup,
     plan_forward,
@@ -377,3 +378,21 @@ def test_a_failed_heal_rollback_delete_or_stack_action_does_not_roll_back() -> N
     assert not rolls_back(heal, forced=True)
     for action in (Action.ROLLBACK, Action.DELETE, Action.CHECK, Action.SUSPEND):
         assert not rolls_back(stack(action), forced=True), action
+
+
+def test_a_rollback_restores_an_original_of_its_template_that_still_stands_not_a_third_copy() -> None:
+    original = dataclasses.replace(row("p-old"), resource_id=ResourceId(1), replaced_by=ResourceId(2))
+    replacement = dataclasses.replace(
+        row("p-new", replaces=ResourceId(1), template_id=GOAL), resource_id=ResourceId(2)
+    )
+
+    assert originals_to_restore([original, replacement], APPLIED) == [(original, replacement)]
+    assert originals_to_restore([original, replacement], GOAL) == [], "the original is of another template"
+    for unusable in (
+        dataclasses.replace(original, physical_id=None),  # never created, or gone
+        dataclasses.replace(original, current_job="delete-1"),  # being deleted already
+        dataclasses.replace(original, status=Status.FAILED),
+    ):
+        assert originals_to_restore([unusable, replacement], APPLIED) == []
+    replaced_again = dataclasses.replace(replacement, replaced_by=ResourceId(3))
+    assert originals_to_restore([original, replaced_again], APPLIED) == [], "restored by its own successor"
