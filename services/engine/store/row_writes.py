@@ -55,8 +55,9 @@ class HeldWrites:
         return True
 
     def hold_delete(self, resource_id: int, version: int) -> bool:
-        """Keep the delete of the row if it can wait (as `hold`); True if kept. Deletes are
-        written after the changes, so a change to the row before it is written first."""
+        """Keep the delete of the row if it can wait (as `hold`: a row this transaction
+        locked, read at its current version, with no change of it waiting); True if kept.
+        The deletes are written after the changes of other rows (`flush`)."""
         if self.locked.get(resource_id) != version or resource_id in self.rows:
             return False
         self.deleting[resource_id] = version
