@@ -97,7 +97,7 @@ async def test_an_update_with_the_same_graph_stores_no_node_and_reads_its_base_a
     sink = forward(ResourceId(6))
     async with store.transaction() as tx:  # the first traversal's run gets somewhere
         for i in range(1, 4):
-            assert await tx.finish_node(first, forward(ResourceId(i))) is not None
+            assert await tx.finish_nodes([(first, forward(ResourceId(i)))]) != {}
         await tx.satisfy([(first, sink, forward(ResourceId(i))) for i in range(1, 4)])
     async with store.transaction() as tx:
         await tx.start_traversal(STACK, second, graph, previous=first)
@@ -132,7 +132,7 @@ async def test_carried_nodes_finish_once_and_their_sync_point_becomes_ready_once
         await tx.start_traversal(STACK, first, graph)
     async with store.transaction() as tx:  # in the base, the sink was even made ready
         for i in range(1, 4):
-            await tx.finish_node(first, forward(ResourceId(i)))
+            await tx.finish_nodes([(first, forward(ResourceId(i)))])
         assert await tx.satisfy([(first, sink, forward(ResourceId(i))) for i in range(1, 4)]) == [
             (first, sink)
         ]
@@ -140,14 +140,12 @@ async def test_carried_nodes_finish_once_and_their_sync_point_becomes_ready_once
         await tx.start_traversal(STACK, second, graph, previous=first)
 
     async with store.transaction() as tx:
-        finished = await tx.finish_node(second, forward(ResourceId(1)))
-        assert finished is not None
-        assert finished.synced == (sink,)
-        assert await tx.finish_node(second, forward(ResourceId(1))) is None  # a duplicate report
+        finished = await tx.finish_nodes([(second, forward(ResourceId(1)))])
+        assert finished[(second, forward(ResourceId(1)))].synced == (sink,)
+        assert await tx.finish_nodes([(second, forward(ResourceId(1)))]) == {}  # a duplicate report
         assert await tx.satisfy([(second, sink, forward(ResourceId(1)))]) == []
     async with store.transaction() as tx:
-        await tx.finish_node(second, forward(ResourceId(2)))
-        await tx.finish_node(second, forward(ResourceId(3)))
+        await tx.finish_nodes([(second, forward(ResourceId(2))), (second, forward(ResourceId(3)))])
         reports = [(second, sink, forward(ResourceId(i))) for i in (1, 2, 3)]  # 1 reported again
         assert await tx.satisfy(reports) == [(second, sink)]
         assert await tx.satisfy(reports) == []

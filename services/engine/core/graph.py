@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, TraversalId, cleanup, forward
 
@@ -143,7 +143,7 @@ class Triggered:
 
     checks: tuple[tuple[TraversalId, Node], ...]  # dependents waiting on nothing else: checked now
     reports: tuple[tuple[TraversalId, Node, Node], ...]  # (traversal, sync point, finished node)
-    sinks: Counter[TraversalId] = field(default_factory=Counter)  # sinks finished, by traversal
+    sinks: Counter[TraversalId]  # sinks finished, by traversal
 
 
 def triggered(finished: Mapping[tuple[TraversalId, Node], FinishedNode]) -> Triggered:

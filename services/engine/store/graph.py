@@ -229,10 +229,6 @@ class GraphStatements:
         its row is written later, with the others', by `finish_nodes`."""
         self._finishing.add((traversal, node))
 
-    async def finish_node(self, traversal: TraversalId, node: Node) -> FinishedNode | None:
-        """`finish_nodes` of one node: what it triggers; None if it was done already."""
-        return (await self.finish_nodes([(traversal, node)])).get((traversal, node))
-
     async def finish_nodes(
         self, keys: Iterable[tuple[TraversalId, Node]]
     ) -> dict[tuple[TraversalId, Node], FinishedNode]:
