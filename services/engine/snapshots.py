@@ -34,7 +34,7 @@ from services.engine.core.sources import RANDOM_IDS, Ids
 from services.engine.effects import Effects
 from services.engine.goals import Goal
 from services.engine.nested.answer import Answers
-from services.engine.operations import Operations, Refused, StackNotFound
+from services.engine.operations import Operations, Refused, StackNotFound, retrying
 from services.engine.outbox import Outbox
 from services.engine.snapshotting import snapshot_ended
 from services.engine.store import Store
@@ -79,6 +79,17 @@ class Snapshots:
         nothing needs a job)."""
         if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME):
             raise InvalidInput(f"a snapshot name is a string of at most {MAX_NAME} characters", path="name")
+        # A conflict (a deadlock with a transaction that holds some of the stack's rows)
+        # runs it again, as the other operations do; a refusal is final.
+        fx, ids, record, after = await retrying(lambda: self._start(stack_id, name))
+        await self._outbox.publish(ids, fx.messages)
+        log.info("snapshot_started", stack_id=str(stack_id), snapshot_id=str(record.snapshot_id))
+        return snapshot_view(record, after)
+
+    async def _start(
+        self, stack_id: StackId, name: str | None
+    ) -> tuple[Effects, list[int], SnapshotRecord, StackRow]:
+        """One try of `create`: the snapshot's row and its traversal, committed."""
         fx = Effects()
         async with self._store.transaction() as tx:
             existing = await tx.claim_resources(stack_id)  # rows before the stack row, as checks do
@@ -110,11 +121,9 @@ class Snapshots:
                 await snapshot_ended(tx, stack_id, snapshot_id, Status.COMPLETE, "Stack SNAPSHOT completed")
             record = await tx.snapshot(stack_id, snapshot_id)
             ids = await fx.commit(tx)
-        await self._outbox.publish(ids, fx.messages)
         assert record is not None
-        log.info("snapshot_started", stack_id=str(stack_id), snapshot_id=str(snapshot_id))
         assert after is not None
-        return snapshot_view(record, after)
+        return fx, ids, record, after
 
     async def all(self, stack_id: StackId) -> list[dict[str, Any]]:
         async with self._store.transaction() as tx:

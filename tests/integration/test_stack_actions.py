@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from services.engine.core.model import StackId
 from tests.support.api import call, wait_for
 from tests.support.convergence import Converge, converge
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -207,3 +210,36 @@ async def test_heatclient_cancel_update_rolls_an_update_in_progress_back(
     during, value, _ = await asyncio.to_thread(run)
     assert during == "UPDATE_IN_PROGRESS"
     assert value == "one"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"), [("POST", "snapshots", {"name": "s"}), ("DELETE", "abandon", None)]
+)
+async def test_a_stack_request_that_deadlocks_over_the_stacks_rows_is_tried_again(
+    api: tuple[Converge, str, Any], method: str, path: str, body: Any
+) -> None:
+    """A snapshot or an abandon claims the stack's rows in id order. Another transaction
+    that holds the last row and then asks for the first (as a job result may, locking a
+    wait condition's handle) makes a deadlock; PostgreSQL ends the request's transaction,
+    and the request runs again instead of answering 409."""
+    cv, base, hc = api
+    stack_id = await created(hc, "locked")
+    ids = sorted(r["resource_id"] for r in await cv.rows(StackId(uuid.UUID(stack_id))))
+    async with cv.pool.acquire() as other:
+        await other.execute("SET deadlock_timeout = '60s'")  # the request's side finds the deadlock
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM resources WHERE resource_id = $1 FOR UPDATE", ids[-1])
+            url = f"{base}/v1/p1/stacks/locked/{stack_id}/{path}"
+            request = asyncio.create_task(call(method, url, "t1", body))
+
+            async def request_waits_for_the_row() -> bool:
+                waiting = await cv.pool.fetchval(
+                    """SELECT count(*) FROM pg_stat_activity
+                       WHERE datname = current_database() AND wait_event_type = 'Lock'"""
+                )
+                return bool(waiting)
+
+            await eventually(request_waits_for_the_row)  # it holds the first row by now
+            await other.execute("SELECT 1 FROM resources WHERE resource_id = $1 FOR UPDATE", ids[0])
+        status, answer, _ = await request
+    assert status == 200, answer

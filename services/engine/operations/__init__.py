@@ -10,7 +10,7 @@ What happens after an operation begins is the convergence's (the checks its
 traversal queues).
 """
 
-from services.engine.operations.changes import Operations, draft_stack
+from services.engine.operations.changes import Operations, draft_stack, retrying
 from services.engine.operations.errors import (
     ImmutableParameterModified,
     NotCancellable,
@@ -27,4 +27,5 @@ __all__ = [
     "StackExists",
     "StackNotFound",
     "draft_stack",
+    "retrying",
 ]

@@ -163,10 +163,10 @@ class Operations:
         """Converge the stack to `goal`. `settings` (the body's tags, timeout, rollback
         and converge flag) change the stack's own settings as Heat's update does, a PATCH
         (`patch`) keeping the tags it does not give (`core.updates.settings_after`)."""
-        return await _retrying(lambda: self._change(stack_id, goal, action, settings=settings, patch=patch))
+        return await retrying(lambda: self._change(stack_id, goal, action, settings=settings, patch=patch))
 
     async def delete(self, stack_id: StackId) -> TraversalId:
-        return await _retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
+        return await retrying(lambda: self._change(stack_id, Goal(EMPTY_TEMPLATE), Action.DELETE))
 
     async def preview_update(
         self, stack_id: StackId, goal: Goal | GoalSpec
@@ -193,7 +193,7 @@ class Operations:
 
     async def stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         """Check, suspend or resume every current resource (see `actions.begin_action`)."""
-        return await _retrying(lambda: self._stack_action(stack_id, action))
+        return await retrying(lambda: self._stack_action(stack_id, action))
 
     async def _stack_action(self, stack_id: StackId, action: Action) -> TraversalId:
         effects = Effects()
@@ -208,6 +208,9 @@ class Operations:
     async def abandon(self, stack_id: StackId) -> dict[str, Any]:
         """Forget the stack, leaving its real resources in place; returns what
         `create(adopt=...)` needs to take them over again (Heat's abandon data)."""
+        return await retrying(lambda: self._abandon(stack_id))
+
+    async def _abandon(self, stack_id: StackId) -> dict[str, Any]:
         effects = Effects()
         async with self._deps.store.transaction() as tx:
             data = await abandon_stack(tx, stack_id, effects, ids=self._deps.ids)
@@ -216,7 +219,7 @@ class Operations:
         return data
 
     async def cancel(self, stack_id: StackId, *, rollback: bool) -> None:
-        await _retrying(lambda: self._cancel(stack_id, rollback=rollback))
+        await retrying(lambda: self._cancel(stack_id, rollback=rollback))
 
     async def _cancel(self, stack_id: StackId, *, rollback: bool) -> None:
         """See `actions.cancel_operation`."""
@@ -307,7 +310,7 @@ class Operations:
                 return await effects.commit(tx), effects
 
         try:
-            ids, effects = await _retrying(attempt)
+            ids, effects = await retrying(attempt)
         except ConvergeError as exc:
             log.warning("start_left_to_the_outbox", traversal_id=str(start.traversal_id), error=str(exc))
             return
@@ -406,8 +409,9 @@ def draft_stack(
 T = TypeVar("T")
 
 
-async def _retrying(attempt: Callable[[], Awaitable[T]], *, tries: int = 5) -> T:
-    """Run an operation again when it lost a race with a check (a conflict or deadlock)."""
+async def retrying(attempt: Callable[[], Awaitable[T]], *, tries: int = 5) -> T:
+    """Run an operation again when it lost a race with a check (a conflict or deadlock);
+    a refusal (`Refused`) is final."""
     for remaining in range(tries - 1, -1, -1):
         try:
             return await attempt()
