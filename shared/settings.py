@@ -441,8 +441,10 @@ class EngineSettings(CommonSettings):
         gt=0,
         le=3600,
         description="An outbox row (a message committed but not yet published) older than this "
-        "is published by any engine's relay (seconds): its publish failed, or its writer holds "
-        "no lease. Shorter sends such messages sooner and a slow publish twice more often.",
+        "is published by its own engine's relay, unless that engine is publishing it now "
+        "(seconds): its publish failed. A row of no engine is published by any relay at this "
+        "age, a live engine's by another engine's relay at 12 times it (the row of a dead "
+        "engine at once). Shorter sends such messages sooner.",
     )
     outbox_relay_seconds: float = Field(
         1.0,

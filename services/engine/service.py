@@ -13,8 +13,10 @@ is one of those settings (`EngineTuning`).
 Work a dead engine held is taken over without it: its unacknowledged messages
 return to the queue when its connection drops, and its committed but
 unpublished outbox rows are relayed by any live engine at once (its lease is
-gone) or once they are `outbox_stale_seconds` old (checked every
-`outbox_relay_seconds`). A database outage holds the messages being handled (they
+gone). A live engine's relay publishes its own rows `outbox_stale_seconds` old
+that its fast path is not publishing (checked every `outbox_relay_seconds`);
+another engine's relay takes them only once they are much older
+(`outbox.LIVE_WRITER_GRACE`). A database outage holds the messages being handled (they
 wait for the database and are retried) instead of spending their deliveries,
 so an outage never dead-letters work.
 
@@ -141,7 +143,7 @@ class EngineService:
         self.lease = EngineLease(pool, engine_id, check_every=tuning.heartbeat_seconds)
         self.bus = bus
         self.engine_id = engine_id
-        self.outbox = Outbox(pool=pool, bus=bus, stale_after=tuning.outbox_stale_seconds)
+        self.outbox = Outbox(pool=pool, bus=bus, stale_after=tuning.outbox_stale_seconds, engine_id=engine_id)
         self._relay_seconds = tuning.relay_seconds
         self._store_retries = tuning.store_retries
         self._conflicts = tuning.conflicts

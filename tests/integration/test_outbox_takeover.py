@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
 import pytest
 import structlog.testing
 
-from services.engine.outbox import Outbox
+from services.engine.outbox import LIVE_WRITER_GRACE, Outbox
 from services.engine.store import Store, connect
 from services.engine.store.lease import LEASE_CLASS, EngineLease, lease_key
 from services.engine.store.migrate import migrate
 from shared.bus.memory import MemoryBus
+from shared.errors import BusError
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -29,9 +31,34 @@ pytestmark = pytest.mark.integration
 NEVER_STALE = 3600.0
 
 
-async def write_rows(store: Store, count: int) -> None:
+async def write_rows(store: Store, count: int) -> list[int]:
     async with store.transaction() as tx:
-        await tx.add_outbox([("engine", f'{{"n":{i}}}') for i in range(count)])
+        return await tx.add_outbox([("engine", f'{{"n":{i}}}') for i in range(count)])
+
+
+class HeldBus(MemoryBus):
+    """A bus whose first publish waits until `release`, then fails (the broker went
+    away for a moment) or goes through; the publishes after it go through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.publishing = asyncio.Event()
+        self._released: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def release(self, *, fail: bool) -> None:
+        self._released.set_result(fail)
+
+    async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
+        first = not self.publishing.is_set()
+        self.publishing.set()
+        if first and await asyncio.shield(self._released):
+            raise BusError("the broker went away")
+        await super().publish_raw_batch(bodies)
+
+
+async def aged(db: asyncpg.Connection, seconds: float) -> None:
+    """Every outbox row written `seconds` ago (time passing, without waiting for it)."""
+    await db.execute("UPDATE outbox SET created_at = now() - make_interval(secs => $1)", seconds)
 
 
 async def test_a_dead_engines_rows_are_relayed_without_waiting_for_them_to_go_stale(
@@ -87,3 +114,43 @@ async def test_an_engine_takes_its_lease_once_the_key_is_free(
         finally:
             holding.cancel()
             await pool.close()
+
+
+async def test_a_live_engines_rows_are_relayed_by_itself_unless_its_fast_path_is_publishing_them(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """A fast path slower than `stale_after` (the leaf checks of a wide stack) is not
+    published a second time: the rows are their live engine's, and its own relay leaves
+    the ones its fast path holds. Once that publish fails, the relay takes them; another
+    engine's relay only when they are `LIVE_WRITER_GRACE` times older."""
+    await migrate(db)
+    pool_a = await connect(database_url, size=3)
+    pool_b = await connect(database_url, size=2)
+    engine_a = uuid.uuid4()
+    lease = EngineLease(pool_a, engine_a, check_every=0.2)
+    holding = asyncio.create_task(lease.hold())
+    bus = HeldBus()
+    outbox_a = Outbox(pool=pool_a, bus=bus, stale_after=1.0, engine_id=engine_a)
+    relay_b = Outbox(pool=pool_b, bus=MemoryBus(), stale_after=1.0, engine_id=uuid.uuid4())
+    try:
+        await asyncio.wait_for(lease.held.wait(), timeout=30)
+        ids = await write_rows(Store(pool_a, engine_id=engine_a), 3)
+        fast_path = asyncio.create_task(outbox_a.publish(ids, [("engine", "{}")] * 3))
+        await asyncio.wait_for(bus.publishing.wait(), timeout=30)
+        await aged(db, 2.0)  # stale, while the fast path still publishes them
+
+        assert await outbox_a.relay_once() == 0, "the fast path is publishing them"
+        assert await relay_b.relay_once() == 0, "a live engine's rows are its own"
+
+        bus.release(fail=True)
+        await fast_path
+        assert await outbox_a.relay_once() == 3, "its fast path failed: its relay sends them"
+        assert await db.fetchval("SELECT count(*) FROM outbox") == 0
+
+        await write_rows(Store(pool_a, engine_id=engine_a), 2)
+        await aged(db, 1.0 * LIVE_WRITER_GRACE + 1)  # as if A's relay were stuck
+        assert await relay_b.relay_once() == 2
+    finally:
+        holding.cancel()
+        pool_a.terminate()
+        await pool_b.close()
