@@ -5,7 +5,8 @@ A 20 x 50 layered stack (bench/harness/templates.py, width 50) of
 create returns IN_PROGRESS at once (the wait does not hold a worker slot or
 block its event loop) and an observer finishes the job once the second has
 passed. The ideal makespan is 20 layers x 1 s; the figure is the measured
-create time divided by it (target <= 1.05).
+create time divided by it (target <= 1.03, issue 18's; the first benchmark
+suite asked 1.05).
 
 TestResource tells the observer when it will be ready (`retry_after`), so
 the observer looks again exactly then instead of on its growing-pause
@@ -25,7 +26,7 @@ from bench.harness.system import running
 LAYERS = 20
 WIDTH = 50
 WAIT = 1.0  # seconds per action
-TARGET = 1.05  # makespan / ideal
+TARGET = 1.03  # makespan / ideal (issue 18)
 
 
 async def _measure(mode: str, options: Options) -> list[Row]:
