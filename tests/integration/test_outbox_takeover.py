@@ -154,3 +154,21 @@ async def test_a_live_engines_rows_are_relayed_by_itself_unless_its_fast_path_is
         holding.cancel()
         pool_a.terminate()
         await pool_b.close()
+
+
+async def test_an_outbox_rows_age_counts_from_its_writing_not_from_its_transactions_start(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """The messages a long transaction (a large stack's create) writes at its end are
+    not already stale when it commits."""
+    await migrate(db)
+    pool = await connect(database_url, size=2)
+    try:
+        before = await db.fetchval("SELECT clock_timestamp()")
+        async with Store(pool).transaction() as tx:
+            await asyncio.sleep(0.3)  # the transaction's work before it writes its messages
+            await tx.add_outbox([("engine", "{}")])
+        written = await db.fetchval("SELECT created_at FROM outbox")
+        assert (written - before).total_seconds() >= 0.3
+    finally:
+        await pool.close()

@@ -44,12 +44,15 @@ class OutboxStatements:
     _engine_id: uuid.UUID | None  # written on outbox rows (the engine's lease)
 
     async def add_outbox(self, messages: Sequence[tuple[str, str]]) -> list[int]:
-        """Write each (queue, JSON text) of `messages`; the new rows' ids."""
+        """Write each (queue, JSON text) of `messages`; the new rows' ids. A row's age
+        (`created_at`, what the relay calls stale) counts from this statement, not from
+        the transaction's start: the end of a long transaction is not stale at commit."""
         if not messages:
             return []
         rows = await self._c.fetch(
-            """INSERT INTO outbox (queue, body, engine_id)
-               SELECT q, b::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS m(q, b) RETURNING outbox_id""",
+            """INSERT INTO outbox (queue, body, engine_id, created_at)
+               SELECT q, b::jsonb, $3, clock_timestamp() FROM unnest($1::text[], $2::text[]) AS m(q, b)
+               RETURNING outbox_id""",
             [q for q, _ in messages],
             [body for _, body in messages],
             self._engine_id,
