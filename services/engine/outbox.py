@@ -12,8 +12,8 @@ engine; another engine's relay takes them only once they are
 that takes long (the ten thousand leaf checks of a wide stack's create) is
 not published a second time beside it. A message may still be published
 twice, never lost before it reaches the bus; receivers are idempotent
-(inbox, job ids). What
-the in-process bus of `converge up` holds dies with the process: the work it
+(inbox, job ids). What the in-process bus of `converge up` holds dies with
+the process: the work it
 carried is sent again from the database by recovery (services/engine/recovery.py),
 and the rows this relay publishes for the dead process duplicate some of it,
 harmlessly. The outbox's statements are in `store/outbox.py`; this module

@@ -11,8 +11,10 @@ what the relay publishes is under test. An engine whose lease key is busy
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -56,6 +58,37 @@ class HeldBus(MemoryBus):
         await super().publish_raw_batch(bodies)
 
 
+@dataclass
+class EngineA:
+    """Engine A, holding its lease on its own pool, and the pool of another engine, B."""
+
+    engine_id: uuid.UUID
+    pool: asyncpg.Pool
+    pool_b: asyncpg.Pool
+    holding: asyncio.Task[None]
+
+    def kill(self) -> None:
+        """As a SIGKILL leaves engine A: every connection gone, its lease with them."""
+        self.holding.cancel()
+        self.pool.terminate()
+
+
+@contextlib.asynccontextmanager
+async def engine_a_leased(database_url: str, db: asyncpg.Connection) -> AsyncIterator[EngineA]:
+    await migrate(db)
+    pool_a = await connect(database_url, size=3)
+    pool_b = await connect(database_url, size=2)
+    engine_id = uuid.uuid4()
+    lease = EngineLease(pool_a, engine_id, check_every=0.2)
+    engine = EngineA(engine_id, pool_a, pool_b, asyncio.create_task(lease.hold()))
+    try:
+        await asyncio.wait_for(lease.held.wait(), timeout=30)
+        yield engine
+    finally:
+        engine.kill()
+        await pool_b.close()
+
+
 async def aged(db: asyncpg.Connection, seconds: float) -> None:
     """Every outbox row written `seconds` ago (time passing, without waiting for it)."""
     await db.execute("UPDATE outbox SET created_at = now() - make_interval(secs => $1)", seconds)
@@ -64,30 +97,18 @@ async def aged(db: asyncpg.Connection, seconds: float) -> None:
 async def test_a_dead_engines_rows_are_relayed_without_waiting_for_them_to_go_stale(
     database_url: str, db: asyncpg.Connection
 ) -> None:
-    await migrate(db)
-    pool_a = await connect(database_url, size=2)
-    pool_b = await connect(database_url, size=2)
     bus = MemoryBus()
-    engine_a = uuid.uuid4()
-    lease = EngineLease(pool_a, engine_a, check_every=0.2)
-    holding = asyncio.create_task(lease.hold())
-    relay_b = Outbox(pool=pool_b, bus=bus, stale_after=NEVER_STALE)
-    try:
-        await asyncio.wait_for(lease.held.wait(), timeout=30)
-        await write_rows(Store(pool_a, engine_id=engine_a), 3)
-        await write_rows(Store(pool_a), 1)  # written without a lease: only staleness frees it
+    async with engine_a_leased(database_url, db) as a:
+        relay_b = Outbox(pool=a.pool_b, bus=bus, stale_after=NEVER_STALE)
+        await write_rows(Store(a.pool, engine_id=a.engine_id), 3)
+        await write_rows(Store(a.pool), 1)  # written without a lease: only staleness frees it
 
         assert await relay_b.relay_once() == 0, "a live engine's rows are its own to publish"
 
-        holding.cancel()
-        pool_a.terminate()  # as a SIGKILL leaves it: every connection of engine A gone
+        a.kill()
         await eventually(relay_b.relay_once)  # the server notices the closed connections at once
         assert await bus.depth("engine") == 3
         assert await db.fetchval("SELECT count(*) FROM outbox") == 1, "the unleased row waits"
-    finally:
-        holding.cancel()
-        pool_a.terminate()
-        await pool_b.close()
 
 
 async def test_an_engine_takes_its_lease_once_the_key_is_free(
@@ -123,18 +144,11 @@ async def test_a_live_engines_rows_are_relayed_by_itself_unless_its_fast_path_is
     published a second time: the rows are their live engine's, and its own relay leaves
     the ones its fast path holds. Once that publish fails, the relay takes them; another
     engine's relay only when they are `LIVE_WRITER_GRACE` times older."""
-    await migrate(db)
-    pool_a = await connect(database_url, size=3)
-    pool_b = await connect(database_url, size=2)
-    engine_a = uuid.uuid4()
-    lease = EngineLease(pool_a, engine_a, check_every=0.2)
-    holding = asyncio.create_task(lease.hold())
     bus = HeldBus()
-    outbox_a = Outbox(pool=pool_a, bus=bus, stale_after=1.0, engine_id=engine_a)
-    relay_b = Outbox(pool=pool_b, bus=MemoryBus(), stale_after=1.0, engine_id=uuid.uuid4())
-    try:
-        await asyncio.wait_for(lease.held.wait(), timeout=30)
-        ids = await write_rows(Store(pool_a, engine_id=engine_a), 3)
+    async with engine_a_leased(database_url, db) as a:
+        outbox_a = Outbox(pool=a.pool, bus=bus, stale_after=1.0, engine_id=a.engine_id)
+        relay_b = Outbox(pool=a.pool_b, bus=MemoryBus(), stale_after=1.0, engine_id=uuid.uuid4())
+        ids = await write_rows(Store(a.pool, engine_id=a.engine_id), 3)
         fast_path = asyncio.create_task(outbox_a.publish(ids, [("engine", "{}")] * 3))
         await asyncio.wait_for(bus.publishing.wait(), timeout=30)
         await aged(db, 2.0)  # stale, while the fast path still publishes them
@@ -147,13 +161,9 @@ async def test_a_live_engines_rows_are_relayed_by_itself_unless_its_fast_path_is
         assert await outbox_a.relay_once() == 3, "its fast path failed: its relay sends them"
         assert await db.fetchval("SELECT count(*) FROM outbox") == 0
 
-        await write_rows(Store(pool_a, engine_id=engine_a), 2)
+        await write_rows(Store(a.pool, engine_id=a.engine_id), 2)
         await aged(db, 1.0 * LIVE_WRITER_GRACE + 1)  # as if A's relay were stuck
         assert await relay_b.relay_once() == 2
-    finally:
-        holding.cancel()
-        pool_a.terminate()
-        await pool_b.close()
 
 
 async def test_an_outbox_rows_age_counts_from_its_writing_not_from_its_transactions_start(
