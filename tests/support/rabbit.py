@@ -31,9 +31,16 @@ def close_connections(name_contains: str) -> int:
     return closed
 
 
-def purge_queue(name: str) -> None:
-    """Drop every ready message of a queue, from the broker's side (messages lost)."""
-    rabbitmqctl("purge_queue", name)
+async def purge_queue(amqp_url: str, name: str) -> int:
+    """Drop every ready message of a queue (messages lost, as an operator's purge or a broker
+    that lost its disk would) and say how many there were. Over AMQP, not `rabbitmqctl`: the
+    purge takes milliseconds, where starting `rabbitmqctl` takes a second or more."""
+    connection = await aio_pika.connect(amqp_url, timeout=10)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.get_queue(name, ensure=True)
+        purged = await queue.purge()
+        return int(purged.message_count or 0)
 
 
 def set_policy(name: str, pattern: str, definition: str) -> None:
