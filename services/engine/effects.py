@@ -11,7 +11,7 @@ Nodes finished in the transaction are gathered too (`finished`): their rows,
 and what they mean for their dependents, their sync points and their
 traversal's end, are settled once, just before the commit
 (`convergence.propagation.settle`), in one statement for all the nodes, one for
-all the sync points and one per traversal whose sinks finished.
+all the sync points and one per traversal whose counted nodes finished.
 
 The traversal of each job issued is kept too (`issued`): the commit confirms each
 is still its stack's (`Tx.confirm_traversals`), so no job of a traversal an

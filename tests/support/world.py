@@ -7,6 +7,8 @@ a resource type `Test::Thing` bound to one world:
 - `ref` (any): lets templates pass get_resource/get_attr results along;
 - `fail` (boolean): the action fails permanently;
 `World.refusing`, while set, fails every create (the cloud out of capacity).
+A thing deleted while a live one's properties still name it is recorded in
+`World.deleted_in_use` (a real cloud would refuse: a port in use, a volume attached).
 Creation is idempotent on the job's idempotency key, as real APIs are. It takes
 snapshots (its real properties, recorded in `World.snapshots`) and is made
 again from one with the snapshot's `value`.
@@ -55,7 +57,13 @@ class World:
     pauses: list[tuple[str, str]] = field(default_factory=list)
     # (resource name, properties) of every snapshot taken, in the order they were taken
     snapshots: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # (deleted, user): a thing deleted while a live thing's properties named it
+    deleted_in_use: list[tuple[str, str]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def users_of(self, physical_id: str) -> list[str]:
+        """The live things whose properties name `physical_id`."""
+        return [r.physical_id for r in self.live.values() if _names(r.properties, physical_id)]
 
     def by_name(self) -> dict[str, list[Real]]:
         out: dict[str, list[Real]] = {}
@@ -69,6 +77,14 @@ class ThingProperties(Properties):
     size: int | None = prop(None, description="A change forces replacement.", update=UpdateRule.REPLACE)
     ref: Any = prop(None, description="Any value, to pass references along.")
     fail: bool = prop(False, description="Fail the action.")
+
+
+def _names(value: Any, physical_id: str) -> bool:
+    if isinstance(value, dict):
+        return any(_names(v, physical_id) for v in value.values())
+    if isinstance(value, list):
+        return any(_names(v, physical_id) for v in value)
+    return value == physical_id
 
 
 def _attributes(real: Real) -> dict[str, Any]:
@@ -118,6 +134,8 @@ def thing_type(world: World) -> type[ResourceType]:
             return ActionResult(physical_id, attributes=_attributes(real))
 
         async def delete(self, ctx: ActionContext, physical_id: str, props: Properties) -> ActionResult:
+            if physical_id in world.live:
+                world.deleted_in_use.extend((physical_id, u) for u in world.users_of(physical_id))
             if world.live.pop(physical_id, None) is not None:
                 world.deleted += 1
             return ActionResult(physical_id)

@@ -12,7 +12,7 @@ together; the outbox is published after commit. A batch claims its ids and
 reads its rows in one statement each (`store.prefetch`), decides each message
 in turn as it would be alone, and settles its finished nodes once at the end
 (`propagation.settle`: the sync points they made ready, and the traversal's
-end when its last sinks are done), then handles the node checks that
+end when its last counted nodes are done), then handles the node checks that
 triggered in the same transaction (`follow_on`, up to the batch policy's
 `follow_on` of them) instead of sending them, with one outbox write and one publish for
 what is left to send. A

@@ -14,11 +14,19 @@ new template, and a cleanup node for every existing row. Edges:
 - a row that is in the new template is cleaned up after its forward node.
 Leaves (nodes requiring nothing) are triggered first.
 
+A kept row's cleanup finishes early: once its forward node is done and the
+row is still the resource's (not replaced), its cleanup has nothing to do
+and nothing to wait for, so it is finished with its forward node
+(`kept_cleanups`) instead of at the end of a backward wave of no-op cleanups
+through every layer. Its dependents' cleanups then no longer wait on what
+waited on it, so the traversal's end is counted on more than its sinks
+(`counted_nodes`).
+
 A graph is stored as what each node's row needs (`stored_nodes`: how many
 predecessors it waits for, the dependents it triggers directly and those that
-are sync points). A new traversal whose graph differs from its predecessor's
-in few nodes stores only those (`carry_over`); the rest are read from the
-predecessor's rows (`store/graph.py`).
+are sync points, whether it is counted). A new traversal whose graph differs
+from its predecessor's in few nodes stores only those (`carry_over`); the rest
+are read from the predecessor's rows (`store/graph.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +35,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from services.engine.core.model import GraphNode, Node, ResourceId, ResourceRow, TraversalId, cleanup, forward
+from services.engine.core.model import (
+    GraphNode,
+    Node,
+    ResourceId,
+    ResourceRow,
+    TraversalId,
+    cleanup,
+    forward,
+    is_forward,
+    resource_of,
+)
 
 
 def traversal_graph(
@@ -89,6 +107,25 @@ def leaves(graph: Mapping[Node, GraphNode]) -> list[Node]:
     return sorted(node for node, g in graph.items() if not g.requires)
 
 
+def counted_nodes(graph: Mapping[Node, GraphNode]) -> frozenset[Node]:
+    """The nodes a traversal counts down: it is over once they are all done.
+
+    A node's completion implies its predecessors' (it is checked only once they are
+    done), so counting the sinks would be enough, but for the cleanups of rows with
+    a forward node: such a cleanup may finish with its forward node alone, before
+    its other predecessors (`kept_cleanups`). So the count is of the sinks, those
+    cleanups, and the cleanups that such a cleanup is the only way down from (one
+    with any such dependent). Every other node has a dependent whose completion
+    implies its own, and so on down to a counted node. A create or a delete (no row
+    with both nodes) counts its sinks alone."""
+    early = {cleanup(resource_of(n)) for n in graph if is_forward(n)} & graph.keys()
+    return frozenset(
+        node
+        for node, n in graph.items()
+        if not n.dependents or node in early or (not is_forward(node) and not early.isdisjoint(n.dependents))
+    )
+
+
 @dataclass(frozen=True)
 class StoredNode:
     """What a node's stored row holds of the graph (its state, done or not, aside)."""
@@ -96,15 +133,17 @@ class StoredNode:
     requires_count: int
     direct: tuple[Node, ...]  # dependents it alone holds back: triggered at once
     synced: tuple[Node, ...]  # dependents waiting on others too: sync points
+    counted: bool = False  # counted down by the traversal (`counted_nodes`)
 
 
 def stored_nodes(graph: Mapping[Node, GraphNode]) -> dict[Node, StoredNode]:
     """Each node of `graph` as its row stores it."""
+    counted = counted_nodes(graph)
 
     def stored(n: GraphNode) -> StoredNode:
         direct = tuple(sorted(d for d in n.dependents if len(graph[d].requires) == 1))
         synced = tuple(sorted(d for d in n.dependents if len(graph[d].requires) > 1))
-        return StoredNode(len(n.requires), direct, synced)
+        return StoredNode(len(n.requires), direct, synced, n.node in counted)
 
     return {node: stored(n) for node, n in graph.items()}
 
@@ -135,6 +174,22 @@ class FinishedNode:
 
     direct: tuple[Node, ...]  # dependents to trigger now
     synced: tuple[Node, ...]  # dependents that are sync points
+    counted: bool = False  # counted down (`counted_nodes`; a sink always is)
+
+
+Key = tuple[TraversalId, Node]
+
+
+def kept_cleanups(finished: Mapping[Key, FinishedNode]) -> list[Key]:
+    """The cleanup nodes that may finish with the forward nodes `finished`: each one's
+    own row's cleanup, where it is a sync point (one waiting on that forward node
+    alone is checked at once anyway). The caller finishes those whose row the cleanup
+    would keep (`core.decide.decide_cleanup`), and only if counted (`counted_nodes`)."""
+    return sorted(
+        (traversal, cleanup(resource_of(node)))
+        for (traversal, node), done in finished.items()
+        if is_forward(node) and cleanup(resource_of(node)) in done.synced
+    )
 
 
 @dataclass(frozen=True)
@@ -143,18 +198,19 @@ class Triggered:
 
     checks: tuple[tuple[TraversalId, Node], ...]  # dependents waiting on nothing else: checked now
     reports: tuple[tuple[TraversalId, Node, Node], ...]  # (traversal, sync point, finished node)
-    sinks: Counter[TraversalId]  # sinks finished, by traversal
+    counted: Counter[TraversalId]  # counted nodes finished (`counted_nodes`), by traversal
 
 
 def triggered(finished: Mapping[tuple[TraversalId, Node], FinishedNode]) -> Triggered:
-    """The dependents to check at once, the reports to sync points and the sinks counted
-    down, of the nodes `finished` (each made done once: a duplicate is left out before)."""
+    """The dependents to check at once, the reports to sync points and the counted nodes,
+    of the nodes `finished` (each made done once: a duplicate is left out before). A
+    sync point finished among them is not reported to: it is done already."""
     checks: list[tuple[TraversalId, Node]] = []
     reports: list[tuple[TraversalId, Node, Node]] = []
-    sinks: Counter[TraversalId] = Counter()
+    counted: Counter[TraversalId] = Counter()
     for (traversal, node), done in finished.items():
         checks.extend((traversal, dependent) for dependent in done.direct)
-        reports.extend((traversal, dependent, node) for dependent in done.synced)
-        if not done.direct and not done.synced:
-            sinks[traversal] += 1
-    return Triggered(tuple(checks), tuple(reports), sinks)
+        reports.extend((traversal, d, node) for d in done.synced if (traversal, d) not in finished)
+        if done.counted or (not done.direct and not done.synced):
+            counted[traversal] += 1
+    return Triggered(tuple(checks), tuple(reports), counted)

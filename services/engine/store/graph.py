@@ -1,4 +1,4 @@
-"""Statements of a traversal's graph (mixed into `Tx`): its nodes, sync points and sinks.
+"""Statements of a traversal's graph (mixed into `Tx`): its nodes, sync points and end count.
 
 Where it sits: `services.engine.traversal` stores the graph of a new
 traversal (`start_traversal`: a row per node, naming the dependents to
@@ -6,7 +6,7 @@ trigger directly and the sync points to report to); a check reads its node
 (`node`) and, once the node's outcome is known, marks it done (`finishing`).
 When the transaction settles, the rows of the nodes it finished are written
 done together (`finish_nodes`), the sync points that wait on them are
-reported to (`satisfy`) and the traversal's sinks counted down
+reported to (`satisfy`) and the traversal's counted nodes counted down
 (`count_down`), in that order, so row locks are always taken node ->
 dependents -> traversal -> stack.
 
@@ -33,10 +33,10 @@ from shared.errors import ConflictError
 #: The nodes of `traversal`: its own rows first, then those of its base it has none of.
 #: Parameters: $1 the traversal; the caller adds the node condition (`own.` / `b.` columns).
 OWN_OR_BASE_NODES = """
-    SELECT 0 AS rank, own.node, own.requires_count, own.direct, own.synced, own.done
+    SELECT 0 AS rank, own.node, own.requires_count, own.direct, own.synced, own.counted, own.done
     FROM traversal_nodes own WHERE own.traversal_id = {t} {own_node}
     UNION ALL
-    SELECT 1, b.node, b.requires_count, b.direct, b.synced, false
+    SELECT 1, b.node, b.requires_count, b.direct, b.synced, b.counted, false
     FROM traversals tr JOIN traversal_nodes b ON b.traversal_id = tr.base {base_node}
     WHERE tr.traversal_id = {t}"""
 
@@ -74,12 +74,13 @@ class GraphStatements:
         stack are left alone (checks of them may still be committing) and pruned
         later, a base once no traversal names it.
 
-        The traversal counts its sinks (nodes nothing depends on) down, not every
-        node: a node is checked only once all it requires is done, so the
-        traversal is over exactly when its last sink is; the other nodes'
-        completions never touch the traversal's row (`count_down`)."""
+        The traversal counts down its counted nodes (`core.graph.counted_nodes`: its
+        sinks, and in an update the cleanups of rows it keeps), not every node: a
+        node is checked only once all it requires is done, so the traversal is over
+        exactly when its last counted node is; the other nodes' completions never
+        touch the traversal's row (`count_down`)."""
         nodes = stored_nodes(graph)
-        sinks = sum(1 for n in graph.values() if not n.dependents)
+        counted = sum(1 for n in nodes.values() if n.counted)
         base = await self._base_of(previous) if previous is not None and nodes else None
         carried = carry_over(nodes, base[1]) if base is not None else None
         stored = await self._c.fetchval(
@@ -89,28 +90,29 @@ class GraphStatements:
                RETURNING traversal_id""",
             traversal,
             stack_id,
-            sinks,
+            counted,
             base[0] if base is not None and carried is not None else None,
         )
         if stored is None:
             raise ConflictError(f"the graph of traversal {traversal} is stored already")
         if carried is None:
             records = [
-                (traversal, node, s.requires_count, s.direct, s.synced, False) for node, s in nodes.items()
+                (traversal, node, s.requires_count, s.direct, s.synced, s.counted, False)
+                for node, s in nodes.items()
             ]
             _remember(traversal, nodes)
         else:
             records = [
                 *(
-                    (traversal, node, s.requires_count, s.direct, s.synced, False)
+                    (traversal, node, s.requires_count, s.direct, s.synced, s.counted, False)
                     for node, s in carried.own.items()
                 ),
-                *((traversal, node, 0, (), (), True) for node in carried.gone),  # not in this graph
+                *((traversal, node, 0, (), (), False, True) for node in carried.gone),  # not in this graph
             ]
         if records:
             await self._c.copy_records_to_table(
                 "traversal_nodes",
-                columns=["traversal_id", "node", "requires_count", "direct", "synced", "done"],
+                columns=["traversal_id", "node", "requires_count", "direct", "synced", "counted", "done"],
                 records=records,
             )
 
@@ -153,11 +155,14 @@ class GraphStatements:
         nodes = _BASES.get(root)
         if nodes is None:
             rows = await self._c.fetch(
-                "SELECT node, requires_count, direct, synced FROM traversal_nodes WHERE traversal_id = $1",
+                """SELECT node, requires_count, direct, synced, counted FROM traversal_nodes
+                   WHERE traversal_id = $1""",
                 root,
             )
             nodes = {
-                r["node"]: StoredNode(r["requires_count"], tuple(r["direct"]), tuple(r["synced"]))
+                r["node"]: StoredNode(
+                    r["requires_count"], tuple(r["direct"]), tuple(r["synced"]), r["counted"]
+                )
                 for r in rows
             }
             _remember(root, nodes)
@@ -190,7 +195,8 @@ class GraphStatements:
         The rows are locked in (traversal, node) order, so batches of two engines
         never deadlock on them, and the lock makes it atomic: of two engines
         reporting the last two predecessors at once, exactly one sees the node
-        become ready. A predecessor reported again changes nothing.
+        become ready. A predecessor reported again changes nothing, nor does a report
+        to a node done already (a kept row's cleanup finished early: `core.graph`).
         """
         entries = sorted(set(reports))
         if not entries:
@@ -204,18 +210,18 @@ class GraphStatements:
                    SELECT t, n, array_agg(DISTINCT b ORDER BY b) AS bys
                    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS r(t, n, b) GROUP BY t, n),
                found AS (
-                   SELECT r.t, r.n, r.bys, x.requires_count, x.direct, x.synced
+                   SELECT r.t, r.n, r.bys, x.requires_count, x.direct, x.synced, x.counted
                    FROM reported r CROSS JOIN LATERAL (
                        SELECT * FROM ({nodes}) n ORDER BY rank LIMIT 1) x
                    ORDER BY r.t, r.n)
                INSERT INTO traversal_nodes AS tn
-                   (traversal_id, node, requires_count, direct, synced, satisfied)
-               SELECT t, n, requires_count, direct, synced, bys FROM found ORDER BY t, n
+                   (traversal_id, node, requires_count, direct, synced, counted, satisfied)
+               SELECT t, n, requires_count, direct, synced, counted, bys FROM found ORDER BY t, n
                ON CONFLICT (traversal_id, node) DO UPDATE
                    SET satisfied = tn.satisfied || ARRAY(
                        SELECT b FROM unnest(excluded.satisfied) AS b
                        WHERE NOT b = ANY(tn.satisfied) ORDER BY b)
-                   WHERE EXISTS (
+                   WHERE NOT tn.done AND EXISTS (
                        SELECT 1 FROM unnest(excluded.satisfied) AS b WHERE NOT b = ANY(tn.satisfied))
                RETURNING tn.traversal_id, tn.node, cardinality(tn.satisfied) = tn.requires_count AS ready""",
             [e[0] for e in entries],
@@ -230,15 +236,17 @@ class GraphStatements:
         self._finishing.add((traversal, node))
 
     async def finish_nodes(
-        self, keys: Iterable[tuple[TraversalId, Node]]
+        self, keys: Iterable[tuple[TraversalId, Node]], *, counted_only: bool = False
     ) -> dict[tuple[TraversalId, Node], FinishedNode]:
         """Mark each (traversal, node) of `keys` done, in one statement; what each node
         this made done triggers, in (traversal, node) order (a node done already, a
-        duplicate report, is left out).
+        duplicate report, is left out). `counted_only`: only the nodes of `keys` that
+        are counted (kept rows' cleanups finished early: a traversal stored before
+        nodes were counted has none, and finishes its cleanups in order).
 
         The rows are locked in (traversal, node) order, as `satisfy` locks its own, so
         batches of two engines never deadlock on them. Callers report the dependents
-        next (`satisfy`) and count the traversal's sinks down last (`count_down`), so
+        next (`satisfy`) and count the traversal down last (`count_down`), so
         row locks are always taken in the order node -> dependents -> traversal -> stack.
         """
         entries = sorted(set(keys))
@@ -252,29 +260,32 @@ class GraphStatements:
         # (INSERT); a row already there is locked and marked done (ON CONFLICT).
         rows = await self._raw.fetch(  # `done` of the nodes named is forgotten above
             f"""WITH found AS (
-                   SELECT k.t, k.n, x.requires_count, x.direct, x.synced
+                   SELECT k.t, k.n, x.requires_count, x.direct, x.synced, x.counted
                    FROM unnest($1::uuid[], $2::bigint[]) AS k(t, n) CROSS JOIN LATERAL (
-                       SELECT * FROM ({nodes}) n ORDER BY rank LIMIT 1) x)
-               INSERT INTO traversal_nodes AS tn (traversal_id, node, requires_count, direct, synced, done)
-               SELECT t, n, requires_count, direct, synced, true FROM found ORDER BY t, n
+                       SELECT * FROM ({nodes}) n ORDER BY rank LIMIT 1) x
+                   {"WHERE x.counted" if counted_only else ""})
+               INSERT INTO traversal_nodes AS tn
+                   (traversal_id, node, requires_count, direct, synced, counted, done)
+               SELECT t, n, requires_count, direct, synced, counted, true FROM found ORDER BY t, n
                ON CONFLICT (traversal_id, node) DO UPDATE SET done = true WHERE NOT tn.done
-               RETURNING tn.traversal_id, tn.node, tn.direct, tn.synced""",
+               RETURNING tn.traversal_id, tn.node, tn.direct, tn.synced, tn.counted""",
             [e[0] for e in entries],
             [e[1] for e in entries],
         )
         finished = {
-            (r["traversal_id"], r["node"]): FinishedNode(tuple(r["direct"]), tuple(r["synced"])) for r in rows
+            (r["traversal_id"], r["node"]): FinishedNode(tuple(r["direct"]), tuple(r["synced"]), r["counted"])
+            for r in rows
         }
         return {key: finished[key] for key in entries if key in finished}
 
-    async def count_down(self, traversal: TraversalId, sinks: int = 1) -> int:
-        """`sinks` more sinks of `traversal` are done; the number still to do (0: the
-        traversal is over). Only sinks are counted, so this row is locked only by
-        the completions that may end the traversal (`start_traversal`)."""
+    async def count_down(self, traversal: TraversalId, nodes: int = 1) -> int:
+        """`nodes` more counted nodes of `traversal` are done; the number still to do (0:
+        the traversal is over). Only counted nodes are (`start_traversal`), so this row
+        is locked only by the completions that may end the traversal."""
         remaining: int = await self._c.fetchval(
             "UPDATE traversals SET remaining = remaining - $2 WHERE traversal_id = $1 RETURNING remaining",
             traversal,
-            sinks,
+            nodes,
         )
         return remaining
 

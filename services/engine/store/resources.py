@@ -114,6 +114,20 @@ class ResourceStatements:
         r = await self._c.fetchrow(sql + (" FOR UPDATE" if lock else ""), resource_id)
         return resource_row(r) if r is not None else None
 
+    async def resources_by_id(self, resource_ids: Iterable[int]) -> dict[int, ResourceRow]:
+        """The rows of `resource_ids` there are, as they are in this transaction (those of
+        a batch's rows read ahead and not written since from there, the rest in one statement)."""
+        wanted = sorted(set(resource_ids))
+        known: dict[int, ResourceRow | None] = self._reads.resources if self._reads is not None else {}
+        found = {i: known[i] for i in wanted if i in known}
+        missing = [i for i in wanted if i not in known]
+        if missing:
+            rows = await self._c.fetch(
+                f"SELECT {RESOURCE_COLUMNS} FROM resources WHERE resource_id = ANY($1::bigint[])", missing
+            )
+            found.update((r["resource_id"], resource_row(r)) for r in rows)
+        return {i: row for i, row in found.items() if row is not None}
+
     async def read_current_resources(self, wanted: Mapping[StackId, Iterable[str]]) -> None:
         """Read now, in one statement, the current rows `current_resources` will be asked
         for (by stack, the names), while a batch's rows are served (`prefetch`)."""

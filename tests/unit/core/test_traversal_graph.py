@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import uuid
 
 from services.engine.core.graph import (
     FinishedNode,
     action_graph,
     carry_over,
+    counted_nodes,
+    kept_cleanups,
     leaves,
     stored_nodes,
     traversal_graph,
@@ -16,6 +19,7 @@ from services.engine.core.graph import (
 )
 from services.engine.core.model import (
     Action,
+    GraphNode,
     Node,
     ResourceId,
     ResourceRow,
@@ -24,6 +28,8 @@ from services.engine.core.model import (
     TraversalId,
     cleanup,
     forward,
+    is_forward,
+    resource_of,
 )
 
 STACK = StackId(uuid.uuid4())
@@ -166,4 +172,104 @@ def test_finished_nodes_trigger_their_direct_dependents_report_to_sync_points_an
     )
     assert then.checks == ((t1, b),)
     assert then.reports == ((t1, sync, a), (t1, sync, c))
-    assert then.sinks == {t1: 1, t2: 2}
+    assert then.counted == {t1: 1, t2: 2}
+
+
+def test_a_create_or_a_delete_counts_its_sinks_alone() -> None:
+    create = traversal_graph(
+        template_requires={"a": frozenset(), "b": frozenset({"a"})},
+        current_rows={"a": ResourceId(1), "b": ResourceId(2)},
+        existing=[],
+    )
+    assert counted_nodes(create) == {forward(2)}
+    delete = traversal_graph(
+        template_requires={}, current_rows={}, existing=[row(1, "a"), row(2, "b", requires=(1,))]
+    )
+    assert counted_nodes(delete) == {cleanup(1)}
+
+
+def test_an_update_counts_kept_rows_cleanups_and_the_cleanups_they_no_longer_wait_for() -> None:
+    # a <- b <- c stored; the new template drops b (c now requires a).
+    existing = [row(1, "a"), row(2, "b", requires=(1,)), row(3, "c", requires=(2,))]
+    graph = traversal_graph(
+        template_requires={"a": frozenset(), "c": frozenset({"a"})},
+        current_rows={"a": ResourceId(1), "c": ResourceId(3)},
+        existing=existing,
+    )
+    # a's and c's cleanups may finish with their forward nodes; b's cleanup (deleting b)
+    # is waited for by a's alone, which may not wait: it is counted itself.
+    assert counted_nodes(graph) == {cleanup(1), cleanup(2), cleanup(3)}
+    stored = stored_nodes(graph)
+    assert [n for n, s in stored.items() if s.counted] == sorted(counted_nodes(graph))
+
+
+def random_update(rnd: random.Random) -> dict[Node, GraphNode]:
+    """The graph of an update over random stored rows (some replaced by an earlier
+    update) to a random template (some rows left out, some resources new)."""
+    existing: list[ResourceRow] = []
+    names = [f"r{i}" for i in range(rnd.randint(1, 8))]
+    for i, name in enumerate(names, start=1):
+        existing.append(row(i, name, requires=tuple(j for j in range(1, i) if rnd.random() < 0.4)))
+    current = {name: ResourceId(i) for i, name in enumerate(names, start=1)}
+    for name in names:
+        if rnd.random() < 0.2:  # a newer row of the same name
+            new_id = ResourceId(len(existing) + 1)
+            existing.append(row(new_id, name, replaces=current[name]))
+            current[name] = new_id
+    kept = [n for n in names if rnd.random() < 0.7] + [f"new{i}" for i in range(rnd.randint(0, 3))]
+    for name in kept:
+        current.setdefault(name, ResourceId(len(existing) + 100 + len(current)))
+    template = {n: frozenset(m for m in kept[:k] if rnd.random() < 0.4) for k, n in enumerate(kept)}
+    return traversal_graph(
+        template_requires=template, current_rows={n: current[n] for n in kept}, existing=existing
+    )
+
+
+def test_the_counted_nodes_are_done_only_once_every_node_is_whatever_cleanups_finish_early() -> None:
+    # Nodes finish in a random order, the cleanup of a row kept (one with a forward
+    # node, not replaced) maybe as soon as that forward node is done. Whenever every
+    # counted node is done, every node is.
+    for seed in range(300):
+        rnd = random.Random(seed)
+        graph = random_update(rnd)
+        counted = counted_nodes(graph)
+        with_forward = {cleanup(resource_of(n)) for n in graph if is_forward(n)} & graph.keys()
+        early = {n for n in sorted(with_forward) if rnd.random() < 0.7}
+        done: set[Node] = set()
+        while len(done) < len(graph):
+            ready = [
+                n
+                for n, g in graph.items()
+                if n not in done and (g.requires <= done or (n in early and forward(resource_of(n)) in done))
+            ]
+            assert ready, f"seed {seed}: nothing can finish"
+            done.add(rnd.choice(ready))
+            left = set(graph) - done
+            assert not counted <= done or not left, f"seed {seed}: ended with {left} to do"
+
+
+def test_a_forward_node_finished_names_its_rows_cleanup_when_that_waits_on_others_too() -> None:
+    t = TraversalId(uuid.UUID(int=1))
+    then = kept_cleanups(
+        {
+            (t, forward(1)): FinishedNode(direct=(forward(2),), synced=(cleanup(1),)),
+            (t, forward(3)): FinishedNode(direct=(cleanup(3),), synced=()),  # checked at once anyway
+            (t, cleanup(4)): FinishedNode(direct=(), synced=(cleanup(5),)),
+        }
+    )
+    assert then == [(t, cleanup(1))]
+
+
+def test_a_counted_node_counts_though_it_has_dependents_and_a_sync_point_done_with_it_gets_no_report() -> (
+    None
+):
+    t = TraversalId(uuid.UUID(int=1))
+    then = triggered(
+        {
+            (t, forward(1)): FinishedNode(direct=(), synced=(cleanup(1),)),
+            (t, cleanup(1)): FinishedNode(direct=(), synced=(cleanup(2),), counted=True),
+            (t, forward(3)): FinishedNode(direct=(), synced=(cleanup(2),)),
+        }
+    )
+    assert then.reports == ((t, cleanup(2), cleanup(1)), (t, cleanup(2), forward(3)))
+    assert then.counted == {t: 1}
