@@ -56,7 +56,7 @@ async def settle(shell: Shell, tx: Tx, fx: Effects) -> None:
     for traversal, node in await tx.satisfy(then.reports):
         fx.check(stacks[traversal].stack_id, traversal, node, resource_of(node))
     for traversal in sorted(then.counted):
-        if await tx.count_down(traversal, then.counted[traversal]) == 0:
+        if await tx.count_down(traversal, then.counted[traversal]):
             await traversal_done(shell, tx, stacks[traversal], traversal, fx)
     fx.finished = Finished()
 

@@ -7,8 +7,9 @@ trigger directly and the sync points to report to); a check reads its node
 When the transaction settles, the rows of the nodes it finished are written
 done together (`finish_nodes`), the sync points that wait on them are
 reported to (`satisfy`) and the traversal's counted nodes counted down
-(`count_down`), in that order, so row locks are always taken node ->
-dependents -> traversal -> stack.
+(`count_down`: on one of its count's shards, `core.end_count`), in that
+order, so row locks are always taken node -> dependents -> count shards ->
+traversal -> stack.
 
 A graph that differs from the one of the traversal it preempts in few nodes
 is stored as those nodes only (`core.graph.carry_over`): the traversal names
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+from services.engine.core.end_count import shard_counts, take
 from services.engine.core.graph import FinishedNode, StoredNode, carry_over, stored_nodes
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
 from services.engine.store.driver import Conn
@@ -80,21 +82,29 @@ class GraphStatements:
         exactly when its last counted node is; the other nodes' completions never
         touch the traversal's row (`count_down`)."""
         nodes = stored_nodes(graph)
-        counted = sum(1 for n in nodes.values() if n.counted)
+        shards = shard_counts(sum(1 for n in nodes.values() if n.counted))
         base = await self._base_of(previous) if previous is not None and nodes else None
         carried = carry_over(nodes, base[1]) if base is not None else None
         stored = await self._c.fetchval(
-            """INSERT INTO traversals (traversal_id, stack_id, remaining, base) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (traversal_id) DO UPDATE SET remaining = excluded.remaining, base = excluded.base
+            """INSERT INTO traversals (traversal_id, stack_id, remaining, base, sharded)
+               VALUES ($1, $2, $3, $4, true)
+               ON CONFLICT (traversal_id) DO UPDATE
+                   SET remaining = excluded.remaining, base = excluded.base, sharded = true
                WHERE traversals.remaining IS NULL
                RETURNING traversal_id""",
             traversal,
             stack_id,
-            counted,
+            len(shards),
             base[0] if base is not None and carried is not None else None,
         )
         if stored is None:
             raise ConflictError(f"the graph of traversal {traversal} is stored already")
+        if shards:
+            await self._c.copy_records_to_table(
+                "traversal_counts",
+                columns=["traversal_id", "shard", "remaining"],
+                records=[(traversal, shard, count) for shard, count in enumerate(shards)],
+            )
         if carried is None:
             records = [
                 (traversal, node, s.requires_count, s.direct, s.synced, s.counted, False)
@@ -246,8 +256,8 @@ class GraphStatements:
 
         The rows are locked in (traversal, node) order, as `satisfy` locks its own, so
         batches of two engines never deadlock on them. Callers report the dependents
-        next (`satisfy`) and count the traversal down last (`count_down`), so
-        row locks are always taken in the order node -> dependents -> traversal -> stack.
+        next (`satisfy`) and count the traversal down last (`count_down`), so row locks
+        are always taken in the order node -> dependents -> count shards -> traversal -> stack.
         """
         entries = sorted(set(keys))
         if not entries:
@@ -278,16 +288,60 @@ class GraphStatements:
         }
         return {key: finished[key] for key in entries if key in finished}
 
-    async def count_down(self, traversal: TraversalId, nodes: int = 1) -> int:
-        """`nodes` more counted nodes of `traversal` are done; the number still to do (0:
-        the traversal is over). Only counted nodes are (`start_traversal`), so this row
-        is locked only by the completions that may end the traversal."""
-        remaining: int = await self._c.fetchval(
-            "UPDATE traversals SET remaining = remaining - $2 WHERE traversal_id = $1 RETURNING remaining",
+    async def count_down(self, traversal: TraversalId, nodes: int = 1) -> bool:
+        """`nodes` more counted nodes of `traversal` are done; True if that ends it (once).
+
+        Only counted nodes are (`start_traversal`), from one of the traversal's shards
+        that no other transaction holds and that has enough (`core.end_count`): one
+        statement, waiting for no one. Failing that (the shards are low, near the
+        end, or held), every shard left is locked in order and taken from. A shard
+        brought to zero counts down the traversal's row (its shards still open), so
+        that row is locked once per shard. A traversal stored before shards counts
+        its nodes on its row."""
+        left: int | None = await self._c.fetchval(
+            """WITH one AS (
+                   SELECT shard FROM traversal_counts WHERE traversal_id = $1 AND remaining >= $2
+                   ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED)
+               UPDATE traversal_counts c SET remaining = c.remaining - $2 FROM one
+               WHERE c.traversal_id = $1 AND c.shard = one.shard RETURNING c.remaining""",
             traversal,
             nodes,
         )
-        return remaining
+        if left is not None:
+            return left == 0 and await self._close_shards(traversal, 1)
+        rows = await self._c.fetch(
+            """SELECT shard, remaining FROM traversal_counts WHERE traversal_id = $1 AND remaining > 0
+               ORDER BY shard FOR UPDATE""",
+            traversal,
+        )
+        if not rows and not await self._c.fetchval(
+            "SELECT sharded FROM traversals WHERE traversal_id = $1", traversal
+        ):
+            return await self._close_shards(traversal, nodes)  # its row counts nodes
+        try:
+            taken = take([(r["shard"], r["remaining"]) for r in rows], nodes)
+        except ValueError as exc:
+            raise RuntimeError(f"traversal {traversal}: {exc}") from exc
+        await self._c.execute(
+            """WITH t AS (SELECT * FROM unnest($2::int[], $3::int[]) AS t(shard, amount))
+               UPDATE traversal_counts c SET remaining = c.remaining - t.amount FROM t
+               WHERE c.traversal_id = $1 AND c.shard = t.shard""",
+            traversal,
+            [shard for shard, _ in taken],
+            [amount for _, amount in taken],
+        )
+        had = {r["shard"]: r["remaining"] for r in rows}
+        zeroed = sum(1 for shard, amount in taken if had[shard] == amount)
+        return zeroed > 0 and await self._close_shards(traversal, zeroed)
+
+    async def _close_shards(self, traversal: TraversalId, shards: int) -> bool:
+        """`shards` more of the traversal's shards are at zero; True if none is left."""
+        remaining: int = await self._c.fetchval(
+            "UPDATE traversals SET remaining = remaining - $2 WHERE traversal_id = $1 RETURNING remaining",
+            traversal,
+            shards,
+        )
+        return remaining == 0
 
     async def unfinished_nodes(self, traversal: TraversalId, *, limit: int = 20) -> list[Node]:
         nodes = OWN_OR_BASE_NODES.format(t="$1", own_node="", base_node="")
