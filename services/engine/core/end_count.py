@@ -2,10 +2,11 @@
 
 Where it sits: `store/graph.py` stores a traversal's count of counted nodes
 (`core.graph.counted_nodes`) as `shard_counts` rows and counts them down there.
-A batch that finishes nodes of the traversal takes their number from one shard
-no other transaction holds (never waiting for one), so the batches of several
-engines do not queue on one row; only when no free shard has enough does it
-lock them all, in order, and take from several (`take`). A shard that reaches
+A batch that finishes nodes of the traversal takes their number from the
+fullest shard no other transaction holds (never waiting for one), so the
+batches of several engines do not queue on one row and the shards drain
+evenly; only when no free shard has enough (near the end) does it lock them
+all, in order, and take from several (`take`). A shard that reaches
 zero counts down the traversal's count of open shards, which reaches zero once:
 the traversal's end. That row is locked once per shard, not once per batch
 (issue 18 item 3).

@@ -291,9 +291,9 @@ class GraphStatements:
     async def count_down(self, traversal: TraversalId, nodes: int = 1) -> bool:
         """`nodes` more counted nodes of `traversal` are done; True if that ends it (once).
 
-        Only counted nodes are (`start_traversal`), from one of the traversal's shards
-        that no other transaction holds and that has enough (`core.end_count`): one
-        statement, waiting for no one. Failing that (the shards are low, near the
+        Only counted nodes are (`start_traversal`), from the fullest of the traversal's
+        shards that no other transaction holds, if it has enough (`core.end_count`):
+        one statement, waiting for no one. Failing that (the shards are low, near the
         end, or held), every shard left is locked in order and taken from. A shard
         brought to zero counts down the traversal's row (its shards still open), so
         that row is locked once per shard. A traversal stored before shards counts
@@ -301,7 +301,7 @@ class GraphStatements:
         left: int | None = await self._c.fetchval(
             """WITH one AS (
                    SELECT shard FROM traversal_counts WHERE traversal_id = $1 AND remaining >= $2
-                   ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED)
+                   ORDER BY remaining DESC, shard LIMIT 1 FOR UPDATE SKIP LOCKED)
                UPDATE traversal_counts c SET remaining = c.remaining - $2 FROM one
                WHERE c.traversal_id = $1 AND c.shard = one.shard RETURNING c.remaining""",
             traversal,
