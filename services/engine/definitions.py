@@ -13,6 +13,7 @@ import pickle
 from collections import OrderedDict
 from collections.abc import Mapping
 
+from services.engine.collector import COLLECTOR
 from services.engine.core.model import StackRow, TemplateId
 from services.engine.goals import Goal, load_definition
 from services.engine.store.templates import TemplateRecord
@@ -103,7 +104,8 @@ class DefinitionCache:
     def _cached(self, template_id: TemplateId) -> StackDefinition | None:
         packed = self._packed.pop(template_id, None)
         if packed is not None:
-            self.put(template_id, pickle.loads(packed))  # made by this engine's template pool
+            with COLLECTOR.paused():  # a large definition: every object it makes stays
+                self.put(template_id, pickle.loads(packed))  # made by this engine's template pool
         cached = self._cache.get(template_id)
         if cached is not None:
             self._cache.move_to_end(template_id)

@@ -36,13 +36,13 @@ import gc
 import multiprocessing
 import pickle
 import resource
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import pebble
 import structlog
 
+from services.engine.collector import COLLECTOR
 from shared.errors import InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -105,27 +105,10 @@ def _packed(job: Callable[..., object], args: tuple[object, ...], kwargs: dict[s
         gc.enable()
 
 
-class _CollectorPause:
-    """Pauses Python's cyclic garbage collector while any holder needs it paused."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._was_enabled = True
-
-    def loads(self, data: bytes) -> Any:
-        with self._lock:
-            if self._holders == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._holders += 1
-        try:
-            return pickle.loads(data)
-        finally:
-            with self._lock:
-                self._holders -= 1
-                if self._holders == 0 and self._was_enabled:
-                    gc.enable()
+def _unpickled(data: bytes) -> Any:
+    """A worker's result, unpickled with the collector paused (`collector`)."""
+    with COLLECTOR.paused():
+        return pickle.loads(data)
 
 
 class TemplatePool:
@@ -144,7 +127,6 @@ class TemplatePool:
         self._pool = pebble.ProcessPool(
             max_workers=workers, initializer=_start_worker, initargs=(memory_bytes,), context=context
         )
-        self._collector = _CollectorPause()
 
     async def start(self) -> None:
         """Start the workers now rather than on the first request."""
@@ -171,7 +153,7 @@ class TemplatePool:
                 f"the template worker evaluating this request stopped (exit code {exc.exitcode}); "
                 + _memory_message(self.memory_bytes)
             ) from None
-        result: T = await asyncio.to_thread(self._collector.loads, data)
+        result: T = await asyncio.to_thread(_unpickled, data)
         return result
 
     def close(self) -> None:

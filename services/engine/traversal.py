@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from services.engine.collector import COLLECTOR
 from services.engine.core.graph import action_graph, leaves, traversal_graph
 from services.engine.core.model import (
     STACK_ACTIONS,
@@ -176,11 +177,12 @@ async def _lay_out(
     )
     current.update(zip(missing, new_ids, strict=True))
     await tx.set_goal_resources(stack.stack_id, len(definition.resources))  # the tree's size counts it
-    return traversal_graph(
-        template_requires={n: r.requires for n, r in definition.resources.items()},
-        current_rows={n: current[n] for n in definition.resources},
-        existing=existing,
-    )
+    with COLLECTOR.paused():  # a node or two per resource, all kept: no full collections meanwhile
+        return traversal_graph(
+            template_requires={n: r.requires for n, r in definition.resources.items()},
+            current_rows={n: current[n] for n in definition.resources},
+            existing=existing,
+        )
 
 
 async def begin_stack_action(

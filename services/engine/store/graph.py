@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+from services.engine.collector import COLLECTOR
 from services.engine.core.end_count import shard_counts, take
 from services.engine.core.graph import FinishedNode, StoredNode, carry_over, stored_nodes
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
@@ -81,10 +82,19 @@ class GraphStatements:
         node is checked only once all it requires is done, so the traversal is over
         exactly when its last counted node is; the other nodes' completions never
         touch the traversal's row (`count_down`)."""
-        nodes = stored_nodes(graph)
+        base = await self._base_of(previous) if previous is not None and graph else None
+        with COLLECTOR.paused():  # a row or two per resource, all kept: no full collections meanwhile
+            nodes = stored_nodes(graph)
+            carried = carry_over(nodes, base[1]) if base is not None else None
+            own, gone = (nodes, ()) if carried is None else (carried.own, carried.gone)
+            records = [
+                *(
+                    (traversal, n, s.requires_count, s.direct, s.synced, s.counted, False)
+                    for n, s in own.items()
+                ),
+                *((traversal, n, 0, (), (), False, True) for n in gone),  # not in this graph
+            ]
         shards = shard_counts(sum(1 for n in nodes.values() if n.counted))
-        base = await self._base_of(previous) if previous is not None and nodes else None
-        carried = carry_over(nodes, base[1]) if base is not None else None
         stored = await self._c.fetchval(
             """INSERT INTO traversals (traversal_id, stack_id, remaining, base, sharded)
                VALUES ($1, $2, $3, $4, true)
@@ -99,26 +109,14 @@ class GraphStatements:
         )
         if stored is None:
             raise ConflictError(f"the graph of traversal {traversal} is stored already")
+        if carried is None:
+            _remember(traversal, nodes)
         if shards:
             await self._c.copy_records_to_table(
                 "traversal_counts",
                 columns=["traversal_id", "shard", "remaining"],
                 records=[(traversal, shard, count) for shard, count in enumerate(shards)],
             )
-        if carried is None:
-            records = [
-                (traversal, node, s.requires_count, s.direct, s.synced, s.counted, False)
-                for node, s in nodes.items()
-            ]
-            _remember(traversal, nodes)
-        else:
-            records = [
-                *(
-                    (traversal, node, s.requires_count, s.direct, s.synced, s.counted, False)
-                    for node, s in carried.own.items()
-                ),
-                *((traversal, node, 0, (), (), False, True) for node in carried.gone),  # not in this graph
-            ]
         if records:
             await self._c.copy_records_to_table(
                 "traversal_nodes",
