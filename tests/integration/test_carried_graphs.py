@@ -29,10 +29,10 @@ from services.engine.core.model import (
     cleanup,
     forward,
 )
-from services.engine.store import Store, connect
-from services.engine.store.migrate import migrate
+from services.engine.store import Store
 from tests.scenarios.library import assert_world_matches, hot, slow, thing
 from tests.support.convergence import converge
+from tests.support.databases import store_with_stack
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -42,16 +42,8 @@ STACK = StackId(uuid.uuid4())
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    pool = await connect(database_url, size=2)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-        await conn.execute(
-            """INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id)
-               VALUES ($1, 'p', 's', 'UPDATE', 'IN_PROGRESS', $1)""",
-            STACK,
-        )
-    yield Store(pool)
-    await pool.close()
+    async with store_with_stack(database_url, STACK, action="UPDATE", pool_size=2) as store:
+        yield store
 
 
 def row(rid: int, requires: tuple[int, ...]) -> ResourceRow:

@@ -19,9 +19,9 @@ import pytest
 from services.engine.core.end_count import SHARDS
 from services.engine.core.graph import traversal_graph
 from services.engine.core.model import GraphNode, Node, ResourceId, StackId, TraversalId
-from services.engine.store import Store, connect
-from services.engine.store.migrate import migrate
+from services.engine.store import Store
 from shared.errors import ConflictError
+from tests.support.databases import store_with_stack
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +30,8 @@ STACK = StackId(uuid.uuid4())
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    pool = await connect(database_url, size=SHARDS + 4)
-    async with pool.acquire() as conn:
-        await migrate(conn)
-        await conn.execute(
-            """INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id)
-               VALUES ($1, 'p', 's', 'CREATE', 'IN_PROGRESS', $1)""",
-            STACK,
-        )
-    yield Store(pool)
-    await pool.close()
+    async with store_with_stack(database_url, STACK, action="CREATE", pool_size=SHARDS + 4) as store:
+        yield store
 
 
 def independent(n: int) -> dict[Node, GraphNode]:
@@ -49,6 +41,14 @@ def independent(n: int) -> dict[Node, GraphNode]:
         current_rows={f"r{i}": ResourceId(i + 1) for i in range(n)},
         existing=[],
     )
+
+
+async def started(store: Store, resources: int) -> TraversalId:
+    """A traversal of `resources` independent resources, stored."""
+    traversal = TraversalId(uuid.uuid4())
+    async with store.transaction() as tx:
+        await tx.start_traversal(STACK, traversal, independent(resources))
+    return traversal
 
 
 async def shards(db: asyncpg.Connection, traversal: TraversalId) -> list[int]:
@@ -61,9 +61,7 @@ async def shards(db: asyncpg.Connection, traversal: TraversalId) -> list[int]:
 async def test_batches_counting_down_at_once_end_the_traversal_exactly_once(
     store: Store, db: asyncpg.Connection
 ) -> None:
-    traversal = TraversalId(uuid.uuid4())
-    async with store.transaction() as tx:
-        await tx.start_traversal(STACK, traversal, independent(300))
+    traversal = await started(store, 300)
     assert sum(await shards(db, traversal)) == 300
     rnd = random.Random(7)
     sizes = [rnd.randint(1, 7) for _ in range(60)]
@@ -90,9 +88,7 @@ async def test_batches_counting_down_at_once_end_the_traversal_exactly_once(
 async def test_a_batch_takes_another_shard_rather_than_wait_for_one_held(
     store: Store, db: asyncpg.Connection
 ) -> None:
-    traversal = TraversalId(uuid.uuid4())
-    async with store.transaction() as tx:
-        await tx.start_traversal(STACK, traversal, independent(8 * SHARDS))
+    traversal = await started(store, 8 * SHARDS)
     holding = asyncio.Event()
     release = asyncio.Event()
 
@@ -114,9 +110,7 @@ async def test_a_batch_takes_another_shard_rather_than_wait_for_one_held(
 async def test_near_the_end_a_batch_takes_from_several_shards_and_the_last_one_ends_it(
     store: Store, db: asyncpg.Connection
 ) -> None:
-    traversal = TraversalId(uuid.uuid4())
-    async with store.transaction() as tx:
-        await tx.start_traversal(STACK, traversal, independent(2 * SHARDS))
+    traversal = await started(store, 2 * SHARDS)
     async with store.transaction() as tx:
         assert not await tx.count_down(traversal, 2)  # a shard at zero, the others open
         assert not await tx.count_down(traversal, 5)  # no shard holds 5: three give theirs
