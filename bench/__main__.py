@@ -1,9 +1,10 @@
 """`make bench`: run the benchmark modules and record the results.
 
-Writes `bench/results/<timestamp>.json` and `.md` (and `latest.*`) after each
-module, so an interrupted run still leaves what it measured. Each run records
-the machine, the commit, the modes and the options; every figure sits beside
-its target. Targets are goals, reported, never asserted.
+Writes `bench/results/<timestamp>.json` and `.md` after each module, so an
+interrupted run still leaves what it measured; a run of every module writes
+`latest.*` too (a run of some modules leaves the last full run's alone). Each
+run records the machine, the commit, the modes and the options; every figure
+sits beside its target. Targets are goals, reported, never asserted.
 
     python -m bench [module ...] [--sizes 1000,10000] [--modes up,distributed]
                     [--shapes independent,chain,layered] [--repeats 20] [--full]
@@ -158,9 +159,10 @@ def _call(module: Any, options: Options) -> list[Row]:
     return list(result)
 
 
-def write(report: dict[str, Any], results: Path) -> None:
+def write(report: dict[str, Any], results: Path, *, latest: bool) -> None:
+    """The report as `<started>.json` and `.md`, and as `latest.*` if `latest`."""
     results.mkdir(parents=True, exist_ok=True)
-    for stem in (report["started"], "latest"):
+    for stem in (report["started"], "latest") if latest else (report["started"],):
         (results / f"{stem}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
         (results / f"{stem}.md").write_text(markdown(report))
 
@@ -236,7 +238,7 @@ def main(argv: list[str]) -> int:
                 print(
                     f"  {r['name']} = {r['value']} {r['unit']} (target {r.get('target') or '-'})", flush=True
                 )
-        write(report, results)
+        write(report, results, latest=selected == modules())
     print(f"wrote {results / report['started']}.json and .md")
     return 1 if report["errors"] else 0
 

@@ -34,7 +34,7 @@ def test_modules_are_the_files_that_define_run() -> None:
     assert "harness" not in found
 
 
-def test_a_tiny_throughput_run_writes_json_and_markdown(tmp_path: Path) -> None:
+def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_runs(tmp_path: Path) -> None:
     env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
     argv = ["throughput", "--sizes", "20", "--modes", "up", "--shapes", "layered", "--results", str(tmp_path)]
     done = subprocess.run(
@@ -46,14 +46,16 @@ def test_a_tiny_throughput_run_writes_json_and_markdown(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "latest.json").read_text())
+    (written,) = tmp_path.glob("2*.json")
+    assert not (tmp_path / "latest.json").exists(), "one module's run is not the latest full run"
+    report = json.loads(written.read_text())
     figures = {r["name"]: r for r in report["rows"] if r["module"] == "throughput"}
     for phase in ("create", "update", "delete"):
         assert figures[f"{phase} layered 20"]["value"] > 0, figures
     assert any(name.startswith("peak RSS up") for name in figures)
     assert report["machine"]["cpus"]
     assert report["commit"]
-    assert "| throughput | up | create layered 20 |" in (tmp_path / "latest.md").read_text()
+    assert "| throughput | up | create layered 20 |" in written.with_suffix(".md").read_text()
 
 
 def _quick(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
