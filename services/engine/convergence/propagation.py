@@ -42,8 +42,8 @@ async def settle(shell: Shell, tx: Tx, fx: Effects) -> None:
     update), trigger the dependents that waited for them alone and the sync points
     they made ready (one statement), then end each traversal whose last counted nodes
     they were (`core.graph.triggered` says which is which). Called last before the
-    commit: the rows are locked only from here to the commit, and the traversal's row
-    only by transactions that finished a counted node."""
+    commit: the rows are locked only from here to the commit, and a shard of the
+    traversal's count only by transactions that finished a counted node."""
     nodes = fx.finished.nodes
     if not nodes:
         return
@@ -83,7 +83,7 @@ async def finish_kept_cleanups(
 
 
 async def traversal_done(shell: Shell, tx: Tx, stack: StackRow, traversal: TraversalId, fx: Effects) -> None:
-    """The last sink of `traversal` is done: the stack's operation is COMPLETE (a
+    """The last counted node of `traversal` is done: the stack's operation is COMPLETE (a
     stack check that found failures fails instead, naming them: `core.node_checks.traversal_end`)."""
     action = stack.action
     failed = await tx.failed_checks(stack.stack_id, traversal) if action is Action.CHECK else []

@@ -114,10 +114,10 @@ def counted_nodes(graph: Mapping[Node, GraphNode]) -> frozenset[Node]:
     done), so counting the sinks would be enough, but for the cleanups of rows with
     a forward node: such a cleanup may finish with its forward node alone, before
     its other predecessors (`kept_cleanups`). So the count is of the sinks, those
-    cleanups, and the cleanups that such a cleanup is the only way down from (one
-    with any such dependent). Every other node has a dependent whose completion
-    implies its own, and so on down to a counted node. A create or a delete (no row
-    with both nodes) counts its sinks alone."""
+    cleanups, and every cleanup with one of those among its dependents (which then
+    does not wait for it). Every other node has a dependent whose completion implies
+    its own, and so on down to a counted node. A create or a delete (no row with
+    both nodes) counts its sinks alone."""
     early = {cleanup(resource_of(n)) for n in graph if is_forward(n)} & graph.keys()
     return frozenset(
         node
