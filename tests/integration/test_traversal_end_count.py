@@ -20,7 +20,7 @@ from services.engine.core.end_count import SHARDS
 from services.engine.core.graph import traversal_graph
 from services.engine.core.model import GraphNode, Node, ResourceId, StackId, TraversalId
 from services.engine.store import Store
-from shared.errors import ConflictError
+from shared.errors import ConflictError, PermanentError
 from tests.support.databases import store_with_stack
 
 pytestmark = pytest.mark.integration
@@ -119,7 +119,7 @@ async def test_near_the_end_a_batch_takes_from_several_shards_and_the_last_one_e
         assert not await tx.count_down(traversal, 2 * SHARDS - 8)
         assert await tx.count_down(traversal, 1)
     assert await db.fetchval("SELECT remaining FROM traversals WHERE traversal_id = $1", traversal) == 0
-    with pytest.raises(RuntimeError, match="1 to count down, 0 left"):
+    with pytest.raises(PermanentError, match="1 to count down, 0 left"):
         async with store.transaction() as tx:
             await tx.count_down(traversal, 1)  # counted twice: a bug, not a second end
 

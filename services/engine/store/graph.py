@@ -31,7 +31,7 @@ from services.engine.core.graph import FinishedNode, StoredNode, carry_over, sto
 from services.engine.core.model import GraphNode, Node, StackId, TraversalId
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import NodeState, Prefetched
-from shared.errors import ConflictError
+from shared.errors import ConflictError, PermanentError
 
 #: The nodes of `traversal`: its own rows first, then those of its base it has none of.
 #: Parameters: $1 the traversal; the caller adds the node condition (`own.` / `b.` columns).
@@ -318,8 +318,8 @@ class GraphStatements:
             return await self._close_shards(traversal, nodes)  # its row counts nodes
         try:
             taken = take([(r["shard"], r["remaining"]) for r in rows], nodes)
-        except ValueError as exc:
-            raise RuntimeError(f"traversal {traversal}: {exc}") from exc
+        except ValueError as exc:  # nodes counted twice: a bug, which no retry mends
+            raise PermanentError(f"traversal {traversal}: {exc}") from exc
         await self._c.execute(
             """WITH t AS (SELECT * FROM unnest($2::int[], $3::int[]) AS t(shard, amount))
                UPDATE traversal_counts c SET remaining = c.remaining - t.amount FROM t
