@@ -107,8 +107,29 @@ REVERSE_CHUNK = 2000
 _REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
     FROM (SELECT d.name, unnest(d.requires) AS req FROM resources d
           WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
-    WHERE $2::bigint[] IS NULL OR x.req = ANY($2::bigint[])
     GROUP BY x.req"""
+#: The rows requiring any of some resource ids, found through resources_requires (the
+#: ids are unique across stacks, so the stack is checked on the rows found).
+_REQUIRED_BY_IDS = """WITH d AS MATERIALIZED (
+        SELECT name, requires, stack_id, replaced_by FROM resources WHERE requires && $2::bigint[])
+    SELECT x.req, array_agg(x.name) AS names
+    FROM (SELECT d.name, unnest(d.requires) AS req FROM d
+          WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
+    WHERE x.req = ANY($2::bigint[])
+    GROUP BY x.req"""
+
+#: Planner settings for one read transaction that must go through its indexes. Until
+#: autovacuum has gathered statistics that know a large young stack (a new deployment's
+#: table was never analyzed; a stack created since the last analysis is estimated like
+#: the others), PostgreSQL believes it has a handful of rows, and would rather read all
+#: of them and sort them than walk an index: 10-30 ms a page at 10k rows, growing with
+#: the stack. A page walks resources_page in its own order, so no sort either.
+_PAGE_BY_INDEX = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+)
+#: The reverse edges: resources_requires is a GIN index, read through a bitmap (at 10k
+#: rows, analyzed, PostgreSQL scanned the table rather than look up a page's 100 ids).
+_EDGES_BY_INDEX = "SET LOCAL enable_seqscan = off"
 
 
 def _stack(r: asyncpg.Record) -> StackView:
@@ -250,7 +271,8 @@ class Queries:
         """One page of the stack's current rows (a replacement hides what it replaces), in
         (name, resource_id) order after `after`, with the live nested stack each owns, if
         any (`nested_stack_id`, `nested_stack_name`). An index range scan of
-        resources_stack_name: the cost is the page's, whatever the stack's size.
+        resources_page, in its order: the cost is the page's, whatever the stack's size
+        and whatever the statistics say of it.
         `statuses` match "COMPLETE" or "CREATE_COMPLETE"."""
         clauses = ["r.stack_id = $1", "r.replaced_by IS NULL"]
         args: list[Any] = [stack_id]
@@ -266,39 +288,45 @@ class Queries:
             args.extend(after)
             clauses.append(f"(r.name, r.resource_id) > (${len(args) - 1}, ${len(args)})")
         args.append(limit)
-        return list(
-            await self._pool.fetch(
-                f"""SELECT {_RESOURCE_VIEW}, c.stack_id AS nested_stack_id, c.name AS nested_stack_name
-                    FROM resources r
-                    LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
-                                      AND c.deleted_at IS NULL
-                    WHERE {" AND ".join(clauses)}
-                    ORDER BY r.name, r.resource_id LIMIT ${len(args)}""",
-                *args,
-            )
-        )
+        sql = f"""SELECT {_RESOURCE_VIEW}, c.stack_id AS nested_stack_id, c.name AS nested_stack_name
+                  FROM resources r
+                  LEFT JOIN stacks c ON c.owner_stack_id = r.stack_id AND c.stack_id::text = r.physical_id
+                                    AND c.deleted_at IS NULL
+                  WHERE {" AND ".join(clauses)}
+                  ORDER BY r.name, r.resource_id LIMIT ${len(args)}"""
+        return await self._by_index(_PAGE_BY_INDEX, sql, *args)
+
+    async def _by_index(self, settings: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """`sql`'s rows, planned under `settings` (see _PAGE_BY_INDEX) in a read-only
+        transaction of its own."""
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            await conn.execute(settings)
+            return list(await conn.fetch(sql, *args))
 
     async def required_by(
         self, stack_id: uuid.UUID, resource_ids: Sequence[int] | None = None
     ) -> dict[int, tuple[str, ...]]:
         """Reverse dependencies: resource_id -> names of the current rows that require it
-        (sorted), for `resource_ids` or (None) every row of the stack. One statement, one
-        pass over the stack's rows however many ids are asked for; for the whole stack
-        it is read through a cursor, `REVERSE_CHUNK` rows at a time, so a large stack's
-        map is built without holding the event loop or a list of every row."""
+        (sorted), for `resource_ids` or (None) every row of the stack. For ids, one
+        statement reading only the rows that require them (resources_requires); for the
+        whole stack, one pass over its rows through a cursor, `REVERSE_CHUNK` rows at a
+        time, so a large stack's map is built without holding the event loop or a list
+        of every row."""
         if resource_ids is not None:
-            rows = await self._pool.fetch(_REQUIRED_BY, stack_id, list(resource_ids))
+            if not resource_ids:
+                return {}
+            rows = await self._by_index(_EDGES_BY_INDEX, _REQUIRED_BY_IDS, stack_id, list(resource_ids))
             return {r["req"]: tuple(sorted(r["names"])) for r in rows}
         # Tuples of text: the garbage collector soon stops tracking them, however long a
         # list request holds the map.
         found: dict[int, tuple[str, ...]] = {}
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            async for r in conn.cursor(_REQUIRED_BY, stack_id, None, prefetch=REVERSE_CHUNK):
+            async for r in conn.cursor(_REQUIRED_BY, stack_id, prefetch=REVERSE_CHUNK):
                 found[r["req"]] = tuple(sorted(r["names"]))
         return found
 
     async def resource(self, stack_id: uuid.UUID, name: str) -> asyncpg.Record | None:
-        """The current row named `name` (index resources_stack_name), as `resources` shows
+        """The current row named `name` (index resources_page), as `resources` shows
         it plus its properties, attributes and metadata; its `required_by` is a second
         statement."""
         return await self._pool.fetchrow(
