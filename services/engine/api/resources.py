@@ -37,8 +37,7 @@ from services.engine.api.views import event_view, json_response, resource_view, 
 from services.engine.core.model import StackId
 from services.engine.marks import mark_unhealthy as mark
 from services.engine.signals import Unauthorized
-from services.engine.store import Record
-from services.engine.store.queries import EventFilter, NestedStack, ResourceKey, StackView
+from services.engine.store.queries import EventFilter, NestedStack, ResourceFilters, ResourceKey, StackView
 from shared.errors import ConvergeError, InvalidInput
 
 log = structlog.get_logger(__name__)
@@ -180,7 +179,7 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
     extension: `limit` (and `marker`, a resource name) pages one stack's resources in
     name order; without it every resource is listed, streamed a page at a time."""
     depth = _nested_depth(request)
-    filters: dict[str, list[str]] = {
+    filters: ResourceFilters = {
         "names": query_values(request, ("name",)),
         "types": query_values(request, ("type",)),
         "statuses": query_values(request, ("status",)),
@@ -197,13 +196,11 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
     if limit is not None:
         after = (marker, _LAST_ID) if marker is not None else None
         async with deps.reads.slot(stack.project_id):
-            rows, edges = await _page(deps, stack.stack_id, filters, after, limit)
+            rows = await deps.queries.resources(
+                stack.stack_id, after=after, limit=limit, with_required_by=True, **filters
+            )
         shown = secrets.get(stack.stack_id, NO_SECRETS)
-        views = [
-            resource_view(r, stack, base, required_by=edges.get(r["resource_id"], ()), secrets=shown)
-            for r in rows
-        ]
-        return json_response({"resources": views})
+        return json_response({"resources": [resource_view(r, stack, base, secrets=shown) for r in rows]})
     return await _stream_all(deps, request, stack, tree, filters, secrets, base)
 
 
@@ -212,7 +209,7 @@ async def _stream_all(
     request: web.Request,
     stack: StackView,
     tree: list[NestedStack],
-    filters: dict[str, list[str]],
+    filters: ResourceFilters,
     secrets: dict[uuid.UUID, Secrets],
     base: str,
 ) -> web.StreamResponse:
@@ -233,7 +230,9 @@ async def _stream_all(
                 try:
                     if edges is None:  # every reverse edge of the stack, in one pass
                         edges = await deps.queries.required_by(nested.stack_id)
-                    rows, _ = await _page(deps, nested.stack_id, filters, after, RESOURCE_PAGE, edges=edges)
+                    rows = await deps.queries.resources(
+                        nested.stack_id, after=after, limit=RESOURCE_PAGE, **filters
+                    )
                 except ConvergeError as exc:
                     if not response.prepared:
                         raise  # nothing sent yet: the error middleware answers in Heat's shape
@@ -270,23 +269,6 @@ async def _stream_all(
     await response.write(b"]}")
     await response.write_eof()
     return response
-
-
-async def _page(
-    deps: ApiDeps,
-    stack_id: uuid.UUID,
-    filters: dict[str, list[str]],
-    after: ResourceKey | None,
-    limit: int,
-    *,
-    edges: dict[int, tuple[str, ...]] | None = None,
-) -> tuple[list[Record], dict[int, tuple[str, ...]]]:
-    """One page of rows and the reverse edges of its rows: `edges` (the stack's, read
-    once) when given, else read for this page's rows."""
-    rows = await deps.queries.resources(stack_id, after=after, limit=limit, **filters)
-    if edges is None:
-        edges = await deps.queries.required_by(stack_id, [r["resource_id"] for r in rows]) if rows else {}
-    return rows, edges
 
 
 def _resource_paging(request: web.Request) -> tuple[int | None, str | None]:

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import asyncpg
 
@@ -102,6 +102,16 @@ _RESOURCE_VIEW = """r.resource_id, r.name, r.type, r.physical_id, r.action, r.st
 #: Where a page of resources ends: (name, resource_id) of its last row.
 ResourceKey = tuple[str, int]
 
+
+class ResourceFilters(TypedDict):
+    """What a resource list keeps (`Queries.resources`): rows with any of these names,
+    types or statuses; an empty list keeps all."""
+
+    names: list[str]
+    types: list[str]
+    statuses: list[str]
+
+
 #: Rows per round trip when a whole stack's reverse dependencies are read.
 REVERSE_CHUNK = 2000
 _REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
@@ -112,24 +122,42 @@ _REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
 #: ids are unique across stacks, so the stack is checked on the rows found).
 _REQUIRED_BY_IDS = """WITH d AS MATERIALIZED (
         SELECT name, requires, stack_id, replaced_by FROM resources WHERE requires && $2::bigint[])
-    SELECT x.req, array_agg(x.name) AS names
+    SELECT x.req, array_agg(x.name ORDER BY x.name) AS names
     FROM (SELECT d.name, unnest(d.requires) AS req FROM d
           WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
     WHERE x.req = ANY($2::bigint[])
     GROUP BY x.req"""
+#: A page of rows (`{page}`, ordered by name and id) with each row's `required_by`:
+#: the same lookup as _REQUIRED_BY_IDS for the page's ids, in the same statement.
+_WITH_REQUIRED_BY = """WITH page AS MATERIALIZED ({page}),
+    ids AS (SELECT coalesce(array_agg(resource_id), '{{}}') AS ids FROM page),
+    d AS MATERIALIZED (
+        SELECT name, requires, stack_id, replaced_by FROM resources
+        WHERE requires && (SELECT ids FROM ids)),
+    edges AS MATERIALIZED (
+        SELECT x.req, array_agg(x.name ORDER BY x.name) AS names
+        FROM (SELECT d.name, unnest(d.requires) AS req FROM d
+              WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
+        WHERE x.req = ANY((SELECT ids FROM ids)::bigint[])
+        GROUP BY x.req)
+    SELECT page.*, coalesce(edges.names, '{{}}') AS required_by
+    FROM page LEFT JOIN edges ON edges.req = page.resource_id
+    ORDER BY page.name, page.resource_id"""
 
-#: Planner settings for one read transaction that must go through its indexes. Until
+#: Planner settings for a read transaction that must go through its indexes. Until
 #: autovacuum has gathered statistics that know a large young stack (a new deployment's
 #: table was never analyzed; a stack created since the last analysis is estimated like
 #: the others), PostgreSQL believes it has a handful of rows, and would rather read all
 #: of them and sort them than walk an index: 10-30 ms a page at 10k rows, growing with
-#: the stack. A page walks resources_page in its own order, so no sort either.
-_PAGE_BY_INDEX = (
-    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+#: the stack. A page walks resources_page in its own order, which then costs least.
+#: The rows requiring some ids can only be found through a bitmap of
+#: resources_requires (a GIN index), which still costs less than the table's scan, as
+#: both are "off" (at 10k rows, analyzed, PostgreSQL scanned the table rather than look
+#: up 100 ids). What is "off" is priced very high, not forbidden: without `jit = off`
+#: such a price would have PostgreSQL compile the statement first (0.4 s).
+_BY_INDEX = (
+    "BEGIN READ ONLY; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off"
 )
-#: The reverse edges: resources_requires is a GIN index, read through a bitmap (at 10k
-#: rows, analyzed, PostgreSQL scanned the table rather than look up a page's 100 ids).
-_EDGES_BY_INDEX = "SET LOCAL enable_seqscan = off"
 
 
 def _stack(r: asyncpg.Record) -> StackView:
@@ -267,13 +295,15 @@ class Queries:
         statuses: Sequence[str] = (),
         after: ResourceKey | None = None,
         limit: int = 1000,
+        with_required_by: bool = False,
     ) -> list[asyncpg.Record]:
         """One page of the stack's current rows (a replacement hides what it replaces), in
         (name, resource_id) order after `after`, with the live nested stack each owns, if
-        any (`nested_stack_id`, `nested_stack_name`). An index range scan of
-        resources_page, in its order: the cost is the page's, whatever the stack's size
-        and whatever the statistics say of it.
-        `statuses` match "COMPLETE" or "CREATE_COMPLETE"."""
+        any (`nested_stack_id`, `nested_stack_name`), and `with_required_by` the names of
+        the current rows that require each (`required_by`, sorted; read through
+        resources_requires). One statement: an index range scan of resources_page, in its
+        order; the cost is the page's, whatever the stack's size and whatever the
+        statistics say of it. `statuses` match "COMPLETE" or "CREATE_COMPLETE"."""
         clauses = ["r.stack_id = $1", "r.replaced_by IS NULL"]
         args: list[Any] = [stack_id]
         for values, expr in (
@@ -294,14 +324,21 @@ class Queries:
                                     AND c.deleted_at IS NULL
                   WHERE {" AND ".join(clauses)}
                   ORDER BY r.name, r.resource_id LIMIT ${len(args)}"""
-        return await self._by_index(_PAGE_BY_INDEX, sql, *args)
+        if with_required_by:
+            sql = _WITH_REQUIRED_BY.format(page=sql)
+        return await self._by_index(sql, *args)
 
-    async def _by_index(self, settings: str, sql: str, *args: Any) -> list[asyncpg.Record]:
-        """`sql`'s rows, planned under `settings` (see _PAGE_BY_INDEX) in a read-only
-        transaction of its own."""
-        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-            await conn.execute(settings)
-            return list(await conn.fetch(sql, *args))
+    async def _by_index(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """`sql`'s rows, planned under _BY_INDEX in a read-only transaction of its own
+        (three round trips: the settings with the transaction's start, the statement,
+        its end)."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(_BY_INDEX)
+            try:
+                rows = await conn.fetch(sql, *args)
+            finally:
+                await conn.execute("ROLLBACK")  # read only: nothing to keep, and the settings end
+            return list(rows)
 
     async def required_by(
         self, stack_id: uuid.UUID, resource_ids: Sequence[int] | None = None
@@ -315,8 +352,8 @@ class Queries:
         if resource_ids is not None:
             if not resource_ids:
                 return {}
-            rows = await self._by_index(_EDGES_BY_INDEX, _REQUIRED_BY_IDS, stack_id, list(resource_ids))
-            return {r["req"]: tuple(sorted(r["names"])) for r in rows}
+            rows = await self._by_index(_REQUIRED_BY_IDS, stack_id, list(resource_ids))
+            return {r["req"]: tuple(r["names"]) for r in rows}
         # Tuples of text: the garbage collector soon stops tracking them, however long a
         # list request holds the map.
         found: dict[int, tuple[str, ...]] = {}
