@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from services.engine.api.masking import SecretsCache
 from services.engine.configs import DEFAULT_CONFIG_BYTES
-from services.engine.core.model import StackId, Status
+from services.engine.core.model import StackId, Status, TemplateId
 from services.engine.definitions import DefinitionCache
 from services.engine.jobs import reference_data
 from services.engine.observation import Observing
@@ -107,7 +107,14 @@ class ApiDeps:
     ) -> tuple[StackDefinition | None, dict[str, OutputValue]]:
         """The stack's current definition and its outputs, resolved from the current rows
         now: only those of the resources the outputs refer to (a stack show must not read,
-        decode and ship to the template pool every row of a 10,000-resource stack)."""
+        decode and ship to the template pool every row of a 10,000-resource stack). When
+        this engine holds the definition of the template `stack` names and no output
+        refers to a resource, no statement at all: a show while the stack converges
+        answers without waiting for the database again."""
+        if stack.current_template_id is not None:
+            held = self.definitions.at_hand(TemplateId(stack.current_template_id))
+            if held is not None and not any(output.requires for output in held.outputs.values()):
+                return held, await output_values(self.templates, held, {})
         async with self.store.transaction() as tx:
             row = await tx.stack(StackId(stack.stack_id))
             if row is None or row.current_template_id is None:
