@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.store.queries import Queries
+from services.engine.store.queries import Queries, StackView
 
 HIDDEN = "******"
 #: A secret shorter than this is masked where it is the whole value, not inside longer
@@ -149,6 +149,18 @@ class SecretsCache:
     async def for_stack(self, stack_id: uuid.UUID) -> Secrets:
         """The secrets of one stack: its templates' and its ancestors'."""
         return (await self.for_stacks([stack_id])).get(stack_id, NO_SECRETS)
+
+    async def for_view(self, stack: StackView) -> Secrets:
+        """The secrets of `stack` as just read: a stack nested in no other has no ancestor,
+        so its view names every template they come from (no statement while those are
+        cached); a nested one's are `for_stack`'s."""
+        if stack.owner_stack_id is not None:
+            return await self.for_stack(stack.stack_id)
+        ids = {t for t in (stack.current_template_id, stack.previous_template_id) if t is not None}
+        secrets = NO_SECRETS
+        for found in (await self._for_templates(ids)).values():
+            secrets = secrets | found
+        return secrets
 
     async def for_stacks(self, stack_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Secrets]:
         """The secrets of each stack (two small statements, whatever the count)."""

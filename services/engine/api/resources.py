@@ -190,8 +190,11 @@ async def list_resources(deps: ApiDeps, request: web.Request, stack: StackView) 
             "limit and marker page one stack's resources: they cannot be used with nested_depth"
         )
     tree = await deps.queries.stack_tree(stack.stack_id, depth) if depth else []
-    tree = tree or [NestedStack(stack.stack_id, stack.name, 0, None)]
-    secrets = await deps.secrets.for_stacks([n.stack_id for n in tree])
+    if tree:
+        secrets = await deps.secrets.for_stacks([n.stack_id for n in tree])
+    else:
+        tree = [NestedStack(stack.stack_id, stack.name, 0, None)]
+        secrets = {stack.stack_id: await deps.secrets.for_view(stack)}
     base = _base(request)
     if limit is not None:
         after = (marker, _LAST_ID) if marker is not None else None

@@ -265,7 +265,7 @@ class StackRoutes:
             parameters=definition.parameters if definition else {},
             hidden=definition.hidden_parameters() if definition else frozenset(),
             outputs=outputs,
-            secrets=await self._d.secrets.for_stack(stack.stack_id),
+            secrets=await self._d.secrets.for_view(stack),
         )
         return json_response({"stack": view})
 
