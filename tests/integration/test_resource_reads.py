@@ -42,6 +42,7 @@ class RecordingPool:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self.statements: list[Statement] = []
+        self.transactions = 0  # begun on its connections with settings of their own
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         self.statements.append((sql, args, ""))
@@ -54,13 +55,14 @@ class RecordingPool:
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[RecordingConnection]:
         async with self.pool.acquire() as conn:
-            yield RecordingConnection(conn, self.statements)
+            yield RecordingConnection(conn, self)
 
 
 class RecordingConnection:
-    def __init__(self, conn: Any, statements: list[Statement]) -> None:
+    def __init__(self, conn: Any, recording: RecordingPool) -> None:
         self._conn = conn
-        self._statements = statements
+        self._recording = recording
+        self._statements = recording.statements
         self._settings = ""
 
     def transaction(self, **kwargs: Any) -> Any:
@@ -74,6 +76,7 @@ class RecordingConnection:
         """A transaction's start is kept as the settings of the statements after it (a
         read's planner settings), until its end."""
         self._settings = sql if sql.startswith("BEGIN") else ""
+        self._recording.transactions += bool(self._settings)
         return str(await self._conn.execute(sql))
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
@@ -212,3 +215,25 @@ async def test_a_page_of_the_list_with_its_required_by_reads_that_page_and_one_p
     assert scanned(listing) <= 100 + 2 * 100, "a page reads its rows and those requiring them"
     assert "JIT" not in await explain(pool, *pool.statements[1]), "no compiling for a page"
     assert scanned(reverse) <= ROWS + SMALL_STACKS * SMALL_ROWS, "one pass over the stack's rows at most"
+
+
+async def test_pages_read_on_one_indexed_transaction_each_read_their_rows_in_one_statement(
+    stack: tuple[RecordingPool, uuid.UUID],
+) -> None:
+    pool, stack_id = stack
+    queries = Queries(pool)  # type: ignore[arg-type]
+    names: list[str] = []
+    after = None
+    async with queries.by_index() as reads:
+        while True:
+            page = await queries.resources(stack_id, after=after, limit=1000, within=reads)
+            names += [r["name"] for r in page]
+            if len(page) < 1000:
+                break
+            after = (page[-1]["name"], page[-1]["resource_id"])
+    assert names == sorted(f"r{i}" for i in range(ROWS)), "every row once, in name order"
+    assert len(pool.statements) == 4, "a statement per page, nothing else"
+    assert pool.transactions == 1, "all on one transaction"
+    for statement in pool.statements:
+        assert statement[2].startswith("BEGIN READ ONLY"), "each planned under the transaction's settings"
+        assert scanned(await plan(pool, *statement)) <= 1000, "each page reads its rows"

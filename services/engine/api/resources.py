@@ -19,8 +19,10 @@ marker is looked up among the events being listed only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from typing import Any
 
@@ -37,6 +39,7 @@ from services.engine.api.views import event_view, json_response, resource_view, 
 from services.engine.core.model import StackId
 from services.engine.marks import mark_unhealthy as mark
 from services.engine.signals import Unauthorized
+from services.engine.store import Record
 from services.engine.store.queries import EventFilter, NestedStack, ResourceFilters, ResourceKey, StackView
 from shared.errors import ConvergeError, InvalidInput
 
@@ -218,60 +221,72 @@ async def _stream_all(
 ) -> web.StreamResponse:
     """Every resource of the tree as one JSON document, written a page at a time: memory
     and connection use stay one page's (and one map of the stack's reverse edges),
-    whatever the stack's size. The whole list holds one of the project's read slots, and
-    writes in chunks that leave the event loop to others in between: many big lists of
-    one project queue behind each other instead of holding up the other projects."""
+    whatever the stack's size (`_stack_pages`). The whole list holds one of the
+    project's read slots, and writes in chunks that leave the event loop to others in
+    between: many big lists of one project queue behind each other instead of holding
+    up the other projects."""
     response = web.StreamResponse(headers={"Content-Type": "application/json"})
     separator = b""
     async with deps.reads.slot(stack.project_id):
         for nested in tree:
             owner = stack if nested.depth == 0 else replace(stack, stack_id=nested.stack_id, name=nested.name)
             shown = secrets.get(nested.stack_id, NO_SECRETS)
-            after: ResourceKey | None = None
-            edges: dict[int, tuple[str, ...]] | None = None
-            while True:
-                try:
-                    if edges is None:  # every reverse edge of the stack, in one pass
-                        edges = await deps.queries.required_by(nested.stack_id)
-                    rows = await deps.queries.resources(
-                        nested.stack_id, after=after, limit=RESOURCE_PAGE, **filters
-                    )
-                except ConvergeError as exc:
-                    if not response.prepared:
-                        raise  # nothing sent yet: the error middleware answers in Heat's shape
-                    log.warning("resource_list_cut", stack_id=str(stack.stack_id), error=str(exc))
-                    response.force_close()
-                    return response
+            try:
+                async with contextlib.aclosing(_stack_pages(deps, nested.stack_id, filters)) as pages:
+                    async for edges, rows in pages:
+                        if not response.prepared:
+                            await response.prepare(request)
+                            await response.write(b'{"resources":[')
+                        for start in range(0, len(rows), WRITE_CHUNK):
+                            text = ",".join(
+                                json.dumps(
+                                    resource_view(
+                                        row,
+                                        owner,
+                                        base,
+                                        parent_resource=nested.parent_resource,
+                                        required_by=edges.get(row["resource_id"], ()),
+                                        secrets=shown,
+                                    ),
+                                    separators=(",", ":"),
+                                )
+                                for row in rows[start : start + WRITE_CHUNK]
+                            )
+                            await response.write(separator + text.encode())
+                            separator = b","
+                            await asyncio.sleep(0)  # others' turn between chunks: the loop is shared
+            except ConvergeError as exc:
                 if not response.prepared:
-                    await response.prepare(request)
-                    await response.write(b'{"resources":[')
-                for start in range(0, len(rows), WRITE_CHUNK):
-                    text = ",".join(
-                        json.dumps(
-                            resource_view(
-                                row,
-                                owner,
-                                base,
-                                parent_resource=nested.parent_resource,
-                                required_by=edges.get(row["resource_id"], ()),
-                                secrets=shown,
-                            ),
-                            separators=(",", ":"),
-                        )
-                        for row in rows[start : start + WRITE_CHUNK]
-                    )
-                    await response.write(separator + text.encode())
-                    separator = b","
-                    await asyncio.sleep(0)  # others' turn between chunks: the loop is shared
-                if len(rows) < RESOURCE_PAGE:
-                    break
-                after = (rows[-1]["name"], rows[-1]["resource_id"])
+                    raise  # nothing sent yet: the error middleware answers in Heat's shape
+                log.warning("resource_list_cut", stack_id=str(stack.stack_id), error=str(exc))
+                response.force_close()
+                return response
     if not response.prepared:
         await response.prepare(request)
         await response.write(b'{"resources":[')
     await response.write(b"]}")
     await response.write_eof()
     return response
+
+
+async def _stack_pages(
+    deps: ApiDeps, stack_id: uuid.UUID, filters: ResourceFilters
+) -> AsyncGenerator[tuple[dict[int, tuple[str, ...]], list[Record]], None]:
+    """Every page of one stack's rows, each with the stack's reverse edges: those in one
+    pass first, then the pages on one `by_index` transaction, a round trip each. One
+    connection is held at a time, so lists running at once cannot hold the whole pool
+    while each waits for a second connection."""
+    edges = await deps.queries.required_by(stack_id)
+    after: ResourceKey | None = None
+    async with deps.queries.by_index() as reads:
+        while True:
+            rows = await deps.queries.resources(
+                stack_id, after=after, limit=RESOURCE_PAGE, within=reads, **filters
+            )
+            yield edges, rows
+            if len(rows) < RESOURCE_PAGE:
+                return
+            after = (rows[-1]["name"], rows[-1]["resource_id"])
 
 
 def _resource_paging(request: web.Request) -> tuple[int | None, str | None]:

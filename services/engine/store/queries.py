@@ -9,8 +9,9 @@ an unknown one.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict
@@ -101,6 +102,13 @@ _RESOURCE_VIEW = """r.resource_id, r.name, r.type, r.physical_id, r.action, r.st
 
 #: Where a page of resources ends: (name, resource_id) of its last row.
 ResourceKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class IndexedReads:
+    """A connection in a transaction of `Queries.by_index`."""
+
+    connection: Any  # an asyncpg connection (or what a test records it through)
 
 
 class ResourceFilters(TypedDict):
@@ -296,6 +304,7 @@ class Queries:
         after: ResourceKey | None = None,
         limit: int = 1000,
         with_required_by: bool = False,
+        within: IndexedReads | None = None,
     ) -> list[asyncpg.Record]:
         """One page of the stack's current rows (a replacement hides what it replaces), in
         (name, resource_id) order after `after`, with the live nested stack each owns, if
@@ -303,7 +312,9 @@ class Queries:
         the current rows that require each (`required_by`, sorted; read through
         resources_requires). One statement: an index range scan of resources_page, in its
         order; the cost is the page's, whatever the stack's size and whatever the
-        statistics say of it. `statuses` match "COMPLETE" or "CREATE_COMPLETE"."""
+        statistics say of it. `statuses` match "COMPLETE" or "CREATE_COMPLETE".
+        `within`: on the transaction of `by_index` (one round trip), else in a read-only
+        transaction of its own."""
         clauses = ["r.stack_id = $1", "r.replaced_by IS NULL"]
         args: list[Any] = [stack_id]
         for values, expr in (
@@ -326,19 +337,23 @@ class Queries:
                   ORDER BY r.name, r.resource_id LIMIT ${len(args)}"""
         if with_required_by:
             sql = _WITH_REQUIRED_BY.format(page=sql)
-        return await self._by_index(sql, *args)
+        if within is not None:
+            return list(await within.connection.fetch(sql, *args))
+        async with self.by_index() as reads:
+            return list(await reads.connection.fetch(sql, *args))
 
-    async def _by_index(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        """`sql`'s rows, planned under _BY_INDEX in a read-only transaction of its own
-        (three round trips: the settings with the transaction's start, the statement,
-        its end)."""
+    @contextlib.asynccontextmanager
+    async def by_index(self) -> AsyncIterator[IndexedReads]:
+        """A read-only transaction planned under _BY_INDEX, for reads that must go through
+        their indexes: its start and the settings are one round trip, each statement one
+        more, its end one. Read committed and read only, it holds back no vacuum between
+        its statements, however long a list that streams its pages through it takes."""
         async with self._pool.acquire() as conn:
             await conn.execute(_BY_INDEX)
             try:
-                rows = await conn.fetch(sql, *args)
+                yield IndexedReads(conn)
             finally:
                 await conn.execute("ROLLBACK")  # read only: nothing to keep, and the settings end
-            return list(rows)
 
     async def required_by(
         self, stack_id: uuid.UUID, resource_ids: Sequence[int] | None = None
@@ -352,7 +367,8 @@ class Queries:
         if resource_ids is not None:
             if not resource_ids:
                 return {}
-            rows = await self._by_index(_REQUIRED_BY_IDS, stack_id, list(resource_ids))
+            async with self.by_index() as reads:
+                rows = await reads.connection.fetch(_REQUIRED_BY_IDS, stack_id, list(resource_ids))
             return {r["req"]: tuple(r["names"]) for r in rows}
         # Tuples of text: the garbage collector soon stops tracking them, however long a
         # list request holds the map.
