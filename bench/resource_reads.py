@@ -32,7 +32,7 @@ import aiohttp
 import asyncpg
 
 from bench.harness.options import Options, Row, row
-from tests.support.databases import create_database, drop_database
+from tests.support.databases import create_database, drop_database, layered_rows
 from tests.support.hostile import ALPHA, start_server
 
 WIDTH = 100
@@ -97,29 +97,9 @@ async def measure(size: int, *, server: str) -> dict[str, Any]:
 
 async def _large_stack(url: str, size: int) -> str:
     """A stack of `size` rows of project alpha, written with SQL; its API path."""
-    stack_id = uuid.uuid4()
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(
-            "INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id) "
-            "VALUES ($1, 'alpha', 'large', 'CREATE', 'COMPLETE', $1)",  # its own tree's root
-            stack_id,
-        )
-        await conn.execute(
-            """INSERT INTO resources (stack_id, name, type, physical_id, action, status)
-               SELECT $1, 'r' || i, 'OS::Heat::None', 'p-' || i, 'CREATE', 'COMPLETE'
-               FROM generate_series(0, $2 - 1) i""",
-            stack_id,
-            size,
-        )
-        low = await conn.fetchval("SELECT min(resource_id) FROM resources WHERE stack_id = $1", stack_id)
-        await conn.execute(  # ids are consecutive: r{i} needs r{i - W} and r{i - W + 1}
-            """UPDATE resources SET requires = ARRAY[resource_id - $2, resource_id - $2 + 1]
-               WHERE stack_id = $1 AND resource_id >= $3""",
-            stack_id,
-            WIDTH,
-            low + WIDTH,
-        )
+        stack_id = await layered_rows(conn, project="alpha", name="large", rows=size, width=WIDTH)
         await conn.execute("ANALYZE resources")
     finally:
         await conn.close()

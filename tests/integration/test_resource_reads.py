@@ -20,6 +20,7 @@ import pytest
 from services.engine.store import connect
 from services.engine.store.migrate import migrate
 from services.engine.store.queries import Queries
+from tests.support.databases import layered_rows
 
 pytestmark = pytest.mark.integration
 
@@ -84,39 +85,11 @@ class RecordingConnection:
         return list(await self._conn.fetch(sql, *args))
 
 
-async def _layered_stack(conn: Any, name: str, rows: int) -> uuid.UUID:
-    """A stack of `rows` resources in layers of WIDTH, each requiring two of the layer before."""
-    stack_id = uuid.uuid4()
-    await conn.execute(
-        "INSERT INTO stacks (stack_id, project_id, name, action, status, root_stack_id) "
-        "VALUES ($1, 'p', $2, 'CREATE', 'COMPLETE', $1)",
-        stack_id,
-        name,
-    )
-    await conn.execute(
-        """INSERT INTO resources (stack_id, name, type, physical_id, action, status)
-           SELECT $1, 'r' || i, 'OS::Heat::None', 'p-' || i, 'CREATE', 'COMPLETE'
-           FROM generate_series(0, $2 - 1) i""",
-        stack_id,
-        rows,
-    )
-    await conn.execute(
-        """UPDATE resources r SET requires = ARRAY[a.resource_id, b.resource_id]
-           FROM resources a, resources b
-           WHERE r.stack_id = $1 AND a.stack_id = $1 AND b.stack_id = $1
-             AND a.name = 'r' || (substr(r.name, 2)::int - $2)
-             AND b.name = 'r' || (substr(r.name, 2)::int - $2 + 1)""",
-        stack_id,
-        WIDTH,
-    )
-    return stack_id
-
-
 @pytest.fixture(params=["analyzed", "never analyzed"])
 async def stack(
     request: pytest.FixtureRequest, database_url: str
 ) -> AsyncIterator[tuple[RecordingPool, uuid.UUID]]:
-    """A stack of ROWS resources (`_layered_stack`) beside small ones. "analyzed": the
+    """A stack of ROWS resources (`layered_rows`) beside small ones. "analyzed": the
     planner's statistics know it. "never analyzed": the table's statistics were never
     gathered, as in a new deployment's first minute (autovacuum has not run yet); a
     stale estimate of a large young stack misleads the planner the same way: PostgreSQL
@@ -126,8 +99,8 @@ async def stack(
         async with pool.acquire() as conn:
             await migrate(conn)
             for i in range(SMALL_STACKS):
-                await _layered_stack(conn, f"small-{i}", SMALL_ROWS)
-            stack_id = await _layered_stack(conn, "big", ROWS)
+                await layered_rows(conn, project="p", name=f"small-{i}", rows=SMALL_ROWS, width=WIDTH)
+            stack_id = await layered_rows(conn, project="p", name="big", rows=ROWS, width=WIDTH)
             if request.param == "analyzed":
                 await conn.execute("ANALYZE resources")
         yield RecordingPool(pool), stack_id
