@@ -126,31 +126,37 @@ _REQUIRED_BY = """SELECT x.req, array_agg(x.name) AS names
     FROM (SELECT d.name, unnest(d.requires) AS req FROM resources d
           WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
     GROUP BY x.req"""
-#: The rows requiring any of some resource ids, found through resources_requires (the
-#: ids are unique across stacks, so the stack is checked on the rows found).
-_REQUIRED_BY_IDS = """WITH d AS MATERIALIZED (
-        SELECT name, requires, stack_id, replaced_by FROM resources WHERE requires && $2::bigint[])
-    SELECT x.req, array_agg(x.name ORDER BY x.name) AS names
-    FROM (SELECT d.name, unnest(d.requires) AS req FROM d
-          WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
-    WHERE x.req = ANY($2::bigint[])
-    GROUP BY x.req"""
-#: A page of rows (`{page}`, ordered by name and id) with each row's `required_by`:
-#: the same lookup as _REQUIRED_BY_IDS for the page's ids, in the same statement.
-_WITH_REQUIRED_BY = """WITH page AS MATERIALIZED ({page}),
-    ids AS (SELECT coalesce(array_agg(resource_id), '{{}}') AS ids FROM page),
-    d AS MATERIALIZED (
-        SELECT name, requires, stack_id, replaced_by FROM resources
-        WHERE requires && (SELECT ids FROM ids)),
+
+
+def _edges(ids: str) -> str:
+    """CTEs `d` and `edges`: the current rows of the stack ($1) requiring any of `ids` (an
+    expression of type bigint[]), found through resources_requires (resource ids are
+    unique across stacks, so the stack is checked on the rows found); `edges` has one
+    row per required id: (req, names of the rows requiring it, sorted)."""
+    return f"""d AS MATERIALIZED (
+        SELECT name, requires, stack_id, replaced_by FROM resources WHERE requires && {ids}),
     edges AS MATERIALIZED (
         SELECT x.req, array_agg(x.name ORDER BY x.name) AS names
         FROM (SELECT d.name, unnest(d.requires) AS req FROM d
               WHERE d.stack_id = $1 AND d.replaced_by IS NULL) x
-        WHERE x.req = ANY((SELECT ids FROM ids)::bigint[])
-        GROUP BY x.req)
+        WHERE x.req = ANY({ids})
+        GROUP BY x.req)"""
+
+
+#: The rows requiring any of the resource ids $2.
+_REQUIRED_BY_IDS = f"WITH {_edges('$2::bigint[]')} SELECT req, names FROM edges"
+
+
+def _with_required_by(page: str) -> str:
+    """`page` (a statement whose rows are ordered by name and id) with each row's
+    `required_by`: the lookup of _REQUIRED_BY_IDS for the page's ids, in the same statement."""
+    return f"""WITH page AS MATERIALIZED ({page}),
+    ids AS (SELECT coalesce(array_agg(resource_id), '{{}}') AS ids FROM page),
+    {_edges("(SELECT ids FROM ids)::bigint[]")}
     SELECT page.*, coalesce(edges.names, '{{}}') AS required_by
     FROM page LEFT JOIN edges ON edges.req = page.resource_id
     ORDER BY page.name, page.resource_id"""
+
 
 #: Planner settings for a read transaction that must go through its indexes. Until
 #: autovacuum has gathered statistics that know a large young stack (a new deployment's
@@ -336,7 +342,7 @@ class Queries:
                   WHERE {" AND ".join(clauses)}
                   ORDER BY r.name, r.resource_id LIMIT ${len(args)}"""
         if with_required_by:
-            sql = _WITH_REQUIRED_BY.format(page=sql)
+            sql = _with_required_by(sql)
         if within is not None:
             return list(await within.connection.fetch(sql, *args))
         async with self.by_index() as reads:
