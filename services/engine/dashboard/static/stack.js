@@ -237,6 +237,8 @@ export class StackPage {
 
   fail(err) {
     if (err instanceof ApiError && err.status === 401) return this.signOut("Your token is no longer valid.");
+    // A read sent before the stream said the stack is gone may answer 404 after it: not news.
+    if (this.gone && err instanceof ApiError && err.status === 404) return;
     this.message.textContent = err instanceof ApiError && err.status === 404 ? "No such stack (it may be deleted)." : `Error: ${err.message}`;
   }
 
