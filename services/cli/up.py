@@ -52,6 +52,7 @@ from shared.bus.memory import MemoryBus
 from shared.health import Readiness, health_routes, start_http
 from shared.host import abandon_resumable, drain, start_consuming
 from shared.http_client import AllowList, HttpGateway
+from shared.logging import log_context
 from shared.plugins.constraints import load_constraints
 from shared.plugins.registry import load_types
 from shared.plugins.runtime import PluginRuntime
@@ -146,7 +147,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         templates = template_pool(settings, types, constraints)
         stack.callback(templates.close)
         await templates.start()
-        with structlog.contextvars.bound_contextvars(service="engine"):
+        with log_context(service="engine"):
             engine = EngineService.from_settings(
                 settings,
                 pool=pool,
@@ -166,7 +167,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         sandbox: SandboxService | None = None
         sandbox_url = settings.sandbox_url
         if sandbox_url is None:
-            with structlog.contextvars.bound_contextvars(service="sandbox"):
+            with log_context(service="sandbox"):
                 state = settings.sandbox_state or settings.data_dir / "sandbox.sqlite3"
                 sandbox = build_sandbox(settings, bus=bus, registry=registry, state=state)
                 stack.push_async_callback(sandbox.close)
@@ -213,9 +214,9 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
         runner = await start_http(app, host=settings.api_host, port=settings.api_port)
         stack.push_async_callback(runner.cleanup)
         # Actions reach the sandbox (and signal URLs the API) through the port just opened.
-        with structlog.contextvars.bound_contextvars(service="worker"):
+        with log_context(service="worker"):
             subs = engine_subs + await start_consuming(bus, worker.consumptions())
-        with structlog.contextvars.bound_contextvars(service="observer"):
+        with log_context(service="observer"):
             subs += await start_consuming(bus, observer.consumptions())
         refused = refused_credentials(settings.data_dir, tokens) if credentials is None else None
         print(

@@ -30,6 +30,7 @@ from services.observer.completion import DEFAULT_POLL, PollPolicy, look, watch
 from shared.bus import Bus, Delivery, Outgoing
 from shared.errors import Abandoned
 from shared.host import Consumption
+from shared.logging import log_context
 from shared.messages import Codec, Message
 from shared.notifications import (
     NOTIFICATION_CODEC,
@@ -190,7 +191,7 @@ class ObserverService:
             return await self._look(message)
         assert isinstance(message, ObserveRequest)
         job = message.job
-        with structlog.contextvars.bound_contextvars(
+        with log_context(
             stack_id=job.stack_id,
             traversal_id=job.traversal_id,
             resource=job.resource_name,
@@ -211,9 +212,7 @@ class ObserverService:
 
     async def _look(self, message: ObserveResource) -> list[Outgoing]:
         job = message.job
-        with structlog.contextvars.bound_contextvars(
-            stack_id=job.stack_id, resource=job.resource_name, cycle=message.cycle
-        ):
+        with log_context(stack_id=job.stack_id, resource=job.resource_name, cycle=message.cycle):
             log = structlog.get_logger("converge.observer")
             seen = await look(message, runtime=self._runtime, log=log)
             self._metrics.looked.labels("reported" if seen is not None else "unobservable").inc()

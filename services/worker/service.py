@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from services.worker.runner import run_job
 from shared.bus import Bus, Delivery, Outgoing
 from shared.host import Consumption
+from shared.logging import log_context
 from shared.messages import Codec, Message
 from shared.plugins.runtime import PluginRuntime
 from shared.protocol import JOBS_QUEUE, ResourceJob
@@ -57,7 +58,7 @@ class WorkerService:
     async def handle(self, message: Message, delivery: Delivery) -> Sequence[Outgoing]:
         assert isinstance(message, ResourceJob)
         job = message
-        with structlog.contextvars.bound_contextvars(
+        with log_context(
             stack_id=job.stack_id,
             traversal_id=job.traversal_id,
             resource=job.resource_name,

@@ -33,6 +33,7 @@ import structlog
 
 from shared.bus.base import Delivery, Handler, Outgoing
 from shared.errors import Abandoned, BusError, MessageRejected, PermanentError, TransientError
+from shared.logging import log_context
 from shared.messages import Codec
 
 log = structlog.get_logger(__name__)
@@ -89,7 +90,7 @@ async def dispatch(
     except MessageRejected as exc:
         log.warning("message_rejected", queue=delivery.queue, reason=str(exc))
         return Verdict(Action.DEAD_LETTER, f"rejected: {exc}")
-    with structlog.contextvars.bound_contextvars(message_id=message.id, kind=message.kind):
+    with log_context(message_id=message.id, kind=message.kind):
         try:
             replies = await handler(message, delivery)
         except Abandoned:

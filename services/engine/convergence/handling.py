@@ -45,6 +45,7 @@ from services.engine.nested.messages import CancelNested, NestedStackJob
 from services.engine.resolving import Resolved, ValuesNeeded
 from services.engine.traversal import start_reserved
 from shared.bus import Delivery
+from shared.logging import log_context
 from shared.messages import Message
 from shared.protocol import JobResult
 
@@ -65,7 +66,7 @@ class Convergence:
 
     async def handle(self, message: Message, delivery: Delivery) -> None:
         context = _context(message)
-        with structlog.contextvars.bound_contextvars(**context):
+        with log_context(**context):
             resolved = Resolved()
             while True:
                 try:
@@ -99,7 +100,7 @@ class Convergence:
                     log.debug("duplicate_message", message_id=message.id)
                     continue
                 fresh.discard(message.id)  # the same message twice in one batch: once
-                with structlog.contextvars.bound_contextvars(**_context(message)):
+                with log_context(**_context(message)):
                     if isinstance(message, CheckResource):
                         await checks.check(shell, tx, message, effects, Resolved())
                     else:
