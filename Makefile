@@ -78,7 +78,7 @@ gabbits: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy shared services
+	$(BIN)/mypy shared services tests bench
 	$(BIN)/lint-imports
 
 check: lint test

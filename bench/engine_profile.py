@@ -152,7 +152,7 @@ async def _measure(system: System, n: int, options: Options, results: Path) -> l
     _, outcome = await system.create_and_wait("profiled", templates.layered(n), timeout=options.phase_timeout)
     cpu = {s.name: _cpu_seconds(s.pid) - cpu_before[s.name] for s in system.services}
     busy, total = (a - b for a, b in zip(_machine_ticks(), ticks_before, strict=True))
-    others: collections.Counter[str] = collections.Counter()
+    others: collections.defaultdict[str, float] = collections.defaultdict(float)
     for pid, (comm, seconds) in (await asyncio.to_thread(_by_command, OTHERS)).items():
         others[comm] += seconds - others_before.get(pid, (comm, 0.0))[1]
     profile_text = ""

@@ -25,7 +25,7 @@ from tests.support.engine_settings import engine_settings
 pytestmark = pytest.mark.integration
 
 TOKENS = "t1=p1,t2=p2,root=p3:admin"
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "parameters": {
         "v": {"type": "string", "default": "x"},

@@ -198,8 +198,8 @@ def run_operation(operation: Any, mode: GenerationMode, *, target: Target, sessi
                     if status >= 500:
                         text = response.text
             else:
-                response = case.call(base_url=target.base, session=session, timeout=REQUEST_TIMEOUT)
-                status, text = response.status_code, response.text
+                answer = case.call(base_url=target.base, session=session, timeout=REQUEST_TIMEOUT)
+                status, text = answer.status_code, answer.text
         except requests.Timeout as exc:
             raise AssertionError(f"no answer within {REQUEST_TIMEOUT}s: {case.as_curl_command()}") from exc
         took = time.monotonic() - started

@@ -147,6 +147,7 @@ async def test_carried_nodes_finish_once_and_their_sync_point_becomes_ready_once
     base_sink = await db.fetchrow(
         "SELECT satisfied, done FROM traversal_nodes WHERE traversal_id = $1 AND node = $2", first, sink
     )
+    assert base_sink is not None
     assert (len(base_sink["satisfied"]), base_sink["done"]) == (3, False)  # the base's rows are untouched
 
 
@@ -226,6 +227,7 @@ async def test_updates_preempting_updates_of_the_same_shape_carry_the_graph_over
                ON s.current_traversal = t.traversal_id WHERE s.stack_id = $1""",
             stack,
         )
+        assert current is not None
         assert current["base"] is not None
         assert await own_rows_in(cv.pool, current["traversal_id"]) == 8  # each node done: a row each
 

@@ -10,12 +10,12 @@ Everything is waited for on conditions, with generous bounds.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from services.engine.core.model import StackId
 from tests.support.api import call
 from tests.support.convergence import Converge, converge
 from tests.support.waiting import eventually
@@ -23,7 +23,7 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.integration
 
 TOKENS = "t1=p1,t2=p2"
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "resources": {
         "db": {"type": "Test::Thing", "properties": {"value": "d", "size": 1}},
@@ -32,7 +32,7 @@ TEMPLATE = {
 }
 
 
-WITNESS = {
+WITNESS: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "resources": {"lookout": {"type": "Test::Thing", "properties": {"value": "w"}}},
 }
@@ -45,7 +45,7 @@ async def api(database_url: str) -> AsyncIterator[tuple[Converge, str]]:
 
 
 class Stack:
-    def __init__(self, cv: Converge, base: str, stack_id: uuid.UUID, name: str) -> None:
+    def __init__(self, cv: Converge, base: str, stack_id: StackId, name: str) -> None:
         self.cv, self.id = cv, stack_id
         self.url = f"{base}/v1/p1/stacks/{name}/{stack_id}"
 
@@ -224,13 +224,14 @@ async def test_after_observe_stop_no_observation_starts(api: tuple[Converge, str
 async def test_bad_observe_requests_are_refused_and_change_nothing(api: tuple[Converge, str]) -> None:
     cv, base = api
     stack = await created(cv, base)
-    for body, field in [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({"observe_start": {"interval": 0.5}}, "interval"),
         ({"observe_start": {"interval": "often"}}, "interval"),
         ({"observe_start": {"interval": 5, "heal": "yes"}}, "heal"),
         ({"observe_start": {"interval": 5, "every": 1}}, "every"),
         ({"observe_start": [5]}, "observe_start"),
-    ]:
+    ]
+    for body, field in bad:
         status, answer = await stack.act(body)
         assert status == 400, (body, answer)
         assert field in answer["error"]["message"], answer
@@ -247,7 +248,8 @@ async def _drifted(stack: Stack) -> dict[str, Any] | None:
 
 
 async def _in_line(stack: Stack) -> bool:
-    return (await stack.observation())["drifted"] == []
+    drifted: list[Any] = (await stack.observation())["drifted"]
+    return drifted == []
 
 
 async def _value_is(stack: Stack, name: str, value: str) -> bool:

@@ -41,7 +41,7 @@ class Heat(HeatClients):
         await self.settled(stack_id)
         return stack_id
 
-    async def settled(self, stack_id: str) -> str:  # type: ignore[override]  # the status here
+    async def settled(self, stack_id: str) -> str:  # the status here
         await self.cv.settled(StackId(uuid.UUID(stack_id)), timeout=60)
         return str((await self.run(self.hc.stacks.get, stack_id)).stack_status)
 
@@ -184,7 +184,7 @@ async def test_a_snapshot_is_refused_while_an_operation_runs_and_limited_per_sta
         with pytest.raises(exc.HTTPBadRequest) as refused:
             await heat.run(heat.hc.stacks.snapshot, stack_id, "two")
         assert "maximum snapshots per stack, 1" in str(refused.value)
-        waiting = {
+        waiting: dict[str, Any] = {
             "heat_template_version": "2016-10-14",
             "resources": {"h": {"type": "OS::Heat::WaitConditionHandle"}},
         }

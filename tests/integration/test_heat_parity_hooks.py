@@ -269,6 +269,7 @@ async def _check_again(cv: Converge, stack_id: str, name: str) -> None:
         uuid.UUID(stack_id),
         name,
     )
+    assert row is not None
     check = CheckResource(
         stack_id=uuid.UUID(stack_id),
         traversal_id=row["current_traversal"],

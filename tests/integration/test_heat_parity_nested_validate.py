@@ -49,7 +49,7 @@ async def heat(database_url: str, tmp_path: Path) -> AsyncIterator[Heat]:
         yield heat
 
 
-CHILD = {
+CHILD: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "parameters": {"size": {"type": "number", "constraints": [{"range": {"max": 10}}]}},
     "resources": {

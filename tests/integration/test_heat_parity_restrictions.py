@@ -185,7 +185,7 @@ async def test_an_immutable_parameter_of_a_nested_stack_fails_the_update_of_its_
     """Heat updates a template resource's child through its update call, which refuses
     the change: the resource and the stack update fail saying so, the child is unchanged."""
     files = {"child.yaml": yaml.safe_dump(IMMUTABLE)}
-    template = {
+    template: dict[str, Any] = {
         "heat_template_version": "2016-10-14",
         "resources": {"inner": {"type": "child.yaml", "properties": {"zone": "a"}}},
     }

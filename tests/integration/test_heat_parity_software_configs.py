@@ -17,8 +17,9 @@ import json
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
+from email.message import Message
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -296,7 +297,10 @@ async def test_a_template_with_all_four_config_types_stores_configs_readable_thr
     )
     assert configs["mime"]["config"] == outputs["mime_config"]
     message = email.message_from_string(outputs["mime_config"])
-    parts = [(p.get_content_type(), p.get_filename(), p.get_payload()) for p in message.get_payload()]
+    parts = [
+        (p.get_content_type(), p.get_filename(), p.get_payload())
+        for p in cast("list[Message]", message.get_payload())
+    ]
     assert parts == [
         ("text/plain", None, outputs["cloud_config"]),
         ("text/x-shellscript", "run.sh", "echo hello"),

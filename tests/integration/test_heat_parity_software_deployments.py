@@ -61,7 +61,8 @@ class Heat(HeatClients):
 
         async def ready() -> bool:
             items = await self.metadata(server)
-            return sum(i["deployment_status"] == "IN_PROGRESS" for i in items) >= count
+            in_progress: int = sum(i["deployment_status"] == "IN_PROGRESS" for i in items)
+            return in_progress >= count
 
         await eventually(ready, timeout=60)
         return await self.metadata(server)

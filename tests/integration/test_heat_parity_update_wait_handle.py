@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -52,7 +52,7 @@ class Heat(HeatClients):
                 return False
             handle = await self.run(self.hc.resources.get, stack_id, "handle")
             found.update(handle.attributes, id=handle.physical_resource_id)
-            return handle.resource_status.endswith("_COMPLETE") and found["id"] != before
+            return cast(bool, handle.resource_status.endswith("_COMPLETE") and found["id"] != before)
 
         await eventually(waiting, timeout=30)
         return found["id"], found["endpoint"], found["token"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from services.engine.core.model import ResourceRow, StackId, Status
+from services.engine.core.model import ResourceId, ResourceRow, StackId, Status
 from services.engine.core.row_change import ResourceChange
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError
@@ -69,7 +69,7 @@ async def counted_batch(
     """A transaction that holds the stack's rows prefetched (so locked), its statements counted."""
     async with cv.pool.acquire() as conn, conn.transaction():
         counted = Counted(conn)
-        tx = Tx(counted)
+        tx = Tx(cast(Any, counted))  # a stand-in for the connection
         yield tx, counted, await prefetched(tx, stack, ids)
 
 
@@ -81,7 +81,9 @@ async def test_writes_to_locked_rows_go_in_one_statement_and_are_read_back_writt
         async with counted_batch(cv, stack, ids) as (tx, counted, rows):
             before = len(counted.statements)
             for row in rows:
-                change = ResourceChange(status_reason=f"held {row.name}", requires=frozenset({7, 3}))
+                change = ResourceChange(
+                    status_reason=f"held {row.name}", requires=frozenset({ResourceId(7), ResourceId(3)})
+                )
                 assert await tx.update_resource(row, change)
             assert len(counted.statements) == before, "held back: nothing sent yet"
             again = await tx.resource(ids[0])  # a read of the table sends them first, together
@@ -152,7 +154,7 @@ async def test_without_prefetched_rows_a_write_is_sent_at_once(database_url: str
         _, ids = await created(cv)
         async with cv.pool.acquire() as conn, conn.transaction():
             counted = Counted(conn)
-            tx = Tx(counted)
+            tx = Tx(cast(Any, counted))  # a stand-in for the connection
             row = await tx.resource(ids[0])
             assert row is not None
             assert await tx.update_resource(row, ResourceChange(status_reason=str(uuid.uuid4())))
@@ -164,7 +166,7 @@ async def test_rows_read_ahead_serve_current_resources_until_one_is_written(data
         stack, ids = await created(cv)
         async with cv.pool.acquire() as conn, conn.transaction():
             counted = Counted(conn)
-            tx = Tx(counted)
+            tx = Tx(cast(Any, counted))  # a stand-in for the connection
             rows = await prefetched(tx, stack, ids[:1])
             await tx.read_current_resources({stack: {"a", "b", "gone"}})
             before = len(counted.statements)

@@ -225,8 +225,8 @@ async def test_signals_without_a_project_token_learn_nothing(served: tuple[Serve
     for path, sent in [p for p in probes if p[1] in (handle_shaped, token)]:  # a body past the size limit
         headers = {"Content-Type": "application/json", **({"X-Auth-Token": sent} if sent else {})}
         large = io.BytesIO(b"{" * 3 * 2**20)
-        async with beta.api.http.post(f"{beta.api.base}{path}", data=large, headers=headers) as response:
-            answers.add((response.status, json.dumps(await response.json(), sort_keys=True)))
+        async with beta.api.http.post(f"{beta.api.base}{path}", data=large, headers=headers) as posted:
+            answers.add((posted.status, json.dumps(await posted.json(), sort_keys=True)))
     assert len(answers) == 1, answers
     ((status, _),) = answers
     assert status == 401

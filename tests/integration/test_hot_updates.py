@@ -50,7 +50,8 @@ async def _hot_share(db: asyncpg.Connection, sql: str, *args: object) -> float:
         after = await db.fetchrow(_COUNTS)
     assert before is not None
     assert after is not None
-    updated, hot = after["updated"] - before["updated"], after["hot"] - before["hot"]
+    updated: int = after["updated"] - before["updated"]
+    hot: int = after["hot"] - before["hot"]
     assert updated == NODES
     return float(hot) / updated
 

@@ -357,7 +357,7 @@ async def test_cancelling_the_parent_cancels_its_children_in_progress(database_u
         child = await child_waiting(cv, top)
         await cv.cancel(top, rollback=False)
         assert await cv.settled(top) == ("CREATE", "FAILED", "Stack CREATE cancelled")
-        assert await cv.settled(child) == ("CREATE", "FAILED", "Stack CREATE cancelled")
+        assert await cv.settled(StackId(child)) == ("CREATE", "FAILED", "Stack CREATE cancelled")
 
         async def answered() -> bool:  # the child's answer reaches the parent's resource
             return bool((await cv.rows(top))[0]["status"] == "FAILED")

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 TOKENS = "t1=p1,t2=p2"
 # db <- app <- web: `web` requires `app`, which requires `db`.
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "heat_template_version": "2016-10-14",
     "resources": {
         "db": {"type": "Test::Thing", "properties": {"value": "d"}},

@@ -115,7 +115,8 @@ async def test_an_interrupted_create_of_nested_stacks_completes_after_a_restart(
 
     async def children_busy() -> bool:
         data = await up.ok("GET", "/stacks?show_nested=true")
-        return sum(s["stack_status"] == "CREATE_IN_PROGRESS" for s in data["stacks"]) >= 3
+        busy: int = sum(s["stack_status"] == "CREATE_IN_PROGRESS" for s in data["stacks"])
+        return busy >= 3
 
     await eventually(children_busy, timeout=60, every=0.1)
     await ups.stop(sig)

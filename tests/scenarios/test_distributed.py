@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import asyncpg
 import pytest
 import pytest_asyncio
 
@@ -35,7 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 
 class Cluster:
-    def __init__(self, operations: Operations, convergence: Convergence, pool: object, api: FakeApi) -> None:
+    def __init__(
+        self, operations: Operations, convergence: Convergence, pool: asyncpg.Pool, api: FakeApi
+    ) -> None:
         self.operations, self.convergence, self.pool, self.api = operations, convergence, pool, api
 
 
@@ -87,6 +90,6 @@ async def test_scenario(scenario: Callable[[Harness], Awaitable[None]], cluster:
         cluster.convergence,
         cluster.pool,
         cluster.api,
-        tag=uuid.uuid4().hex[:8],  # type: ignore[arg-type]
-    )  # type: ignore[arg-type]
+        tag=uuid.uuid4().hex[:8],
+    )
     await scenario(harness)

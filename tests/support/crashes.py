@@ -47,7 +47,7 @@ from services.engine.batching import BATCH_SIZE
 from services.engine.service import EngineService
 from services.engine.store import connect
 from services.engine.template import DEFAULT_CONSTRAINTS, CustomConstraints
-from shared.bus import Delivery, Handler
+from shared.bus import Delivery, Handler, Outgoing
 from shared.bus.memory import MemoryBus, MemorySubscription
 from shared.host import Consumption, start_consuming
 from shared.messages import Codec, Message
@@ -325,6 +325,10 @@ class StepBus:
     async def publish_many(self, queue: str, messages: Sequence[Message]) -> None:
         for message in messages:
             await self.publish(queue, message)
+
+    async def publish_batch(self, outgoing: Sequence[Outgoing]) -> None:
+        for out in outgoing:
+            await self.publish(out.queue, out.message)
 
     async def publish_raw_batch(self, bodies: Sequence[tuple[str, bytes]]) -> None:
         for queue, body in bodies:

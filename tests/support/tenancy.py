@@ -108,14 +108,16 @@ class Tenant:
         url = await self.url(stack)
         shown = await self.call("GET", url)
         assert shown.status == 200, (shown.status, shown.body)
-        stack = shown.body["stack"]
+        shown_stack: dict[str, Any] = shown.body["stack"]
         template = (await self.call("GET", f"{url}/template")).body
         resources = (await self.call("GET", f"{url}/resources")).body["resources"]
         return {
-            "status": stack["stack_status"],
-            "reason": stack["stack_status_reason"],
+            "status": shown_stack["stack_status"],
+            "reason": shown_stack["stack_status_reason"],
             "template": template,
-            "outputs": sorted((o["output_key"], repr(o.get("output_value"))) for o in stack["outputs"] or []),
+            "outputs": sorted(
+                (o["output_key"], repr(o.get("output_value"))) for o in shown_stack["outputs"] or []
+            ),
             "resources": sorted(
                 (r["resource_name"], r["resource_type"], r["physical_resource_id"], r["resource_status"])
                 for r in resources

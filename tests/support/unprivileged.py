@@ -109,11 +109,11 @@ def make_venv(venv: Path, user: Newcomer) -> None:
     for name, target in scripts.items():
         module, function = target.split(":")
         script = venv / "bin" / name
-        python = venv / "bin" / "python"
+        venv_python = venv / "bin" / "python"
         # As pip writes them: guarded, since the template pool's forkserver imports the main
         # module again in each worker process.
         script.write_text(
-            f"#!{python}\nimport sys\nfrom {module} import {function}\n"
+            f"#!{venv_python}\nimport sys\nfrom {module} import {function}\n"
             f"if __name__ == '__main__':\n    sys.exit({function}())\n"
         )
         script.chmod(0o755)

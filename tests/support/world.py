@@ -20,7 +20,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from shared.errors import PermanentError
 from shared.plugins import (
@@ -84,7 +84,7 @@ def _names(value: Any, physical_id: str) -> bool:
         return any(_names(v, physical_id) for v in value.values())
     if isinstance(value, list):
         return any(_names(v, physical_id) for v in value)
-    return value == physical_id
+    return cast(bool, value == physical_id)
 
 
 def _attributes(real: Real) -> dict[str, Any]:

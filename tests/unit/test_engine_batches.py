@@ -34,8 +34,11 @@ class Recorder:
             raise self.fail_with
 
 
+Serving = tuple[Batches[str], Recorder, list[asyncio.Task[None]]]
+
+
 @pytest_asyncio.fixture
-async def serving() -> AsyncIterator[tuple[Batches[str], Recorder, list[asyncio.Task[None]]]]:
+async def serving() -> AsyncIterator[Serving]:
     recorder = Recorder()
     batches: Batches[str] = Batches(recorder.run, BatchPolicy(size=3, concurrency=1))
     runners = [asyncio.create_task(batches.serve())]
@@ -51,14 +54,14 @@ async def submit_as(batches: Batches[str], who: str, message: str) -> bool:
     return await batches.submit(message)
 
 
-async def test_messages_submitted_together_go_in_one_batch_up_to_its_size(serving) -> None:
+async def test_messages_submitted_together_go_in_one_batch_up_to_its_size(serving: Serving) -> None:
     batches, recorder, _ = serving
     outcomes = await asyncio.gather(*(batches.submit(f"m{i}") for i in range(7)))
     assert outcomes == [True] * 7
     assert recorder.batches == [["m0", "m1", "m2"], ["m3", "m4", "m5"], ["m6"]]
 
 
-async def test_messages_arriving_while_a_batch_runs_go_together_in_the_next(serving) -> None:
+async def test_messages_arriving_while_a_batch_runs_go_together_in_the_next(serving: Serving) -> None:
     batches, recorder, _ = serving
     recorder.gate = asyncio.Event()
     first = asyncio.create_task(batches.submit("first"))
@@ -69,13 +72,13 @@ async def test_messages_arriving_while_a_batch_runs_go_together_in_the_next(serv
     assert recorder.batches == [["first"], ["a", "b"]]
 
 
-async def test_a_failed_batch_tells_every_handler_to_handle_its_message_alone(serving) -> None:
+async def test_a_failed_batch_tells_every_handler_to_handle_its_message_alone(serving: Serving) -> None:
     batches, recorder, _ = serving
     recorder.fail_with = RuntimeError("conflict")
-    assert await asyncio.gather(batches.submit("a"), batches.submit("b")) == [False, False]
+    assert list(await asyncio.gather(batches.submit("a"), batches.submit("b"))) == [False, False]
 
 
-async def test_a_batch_runs_in_the_context_of_its_first_handler(serving) -> None:
+async def test_a_batch_runs_in_the_context_of_its_first_handler(serving: Serving) -> None:
     batches, recorder, _ = serving
     await asyncio.gather(
         asyncio.create_task(submit_as(batches, "first", "a")),
@@ -85,7 +88,7 @@ async def test_a_batch_runs_in_the_context_of_its_first_handler(serving) -> None
     assert recorder.contexts == ["first"]
 
 
-async def test_stopping_the_runner_cancels_the_handlers_waiting_on_it(serving) -> None:
+async def test_stopping_the_runner_cancels_the_handlers_waiting_on_it(serving: Serving) -> None:
     batches, recorder, runners = serving
     recorder.gate = asyncio.Event()  # never set: the batch hangs, as a dead engine's would
     running = asyncio.create_task(batches.submit("running"))
@@ -99,7 +102,7 @@ async def test_stopping_the_runner_cancels_the_handlers_waiting_on_it(serving) -
     assert not batches.serving
 
 
-async def test_a_handler_gone_before_its_batch_starts_is_left_out(serving) -> None:
+async def test_a_handler_gone_before_its_batch_starts_is_left_out(serving: Serving) -> None:
     batches, recorder, _ = serving
     recorder.gate = asyncio.Event()
     first = asyncio.create_task(batches.submit("first"))
@@ -109,7 +112,7 @@ async def test_a_handler_gone_before_its_batch_starts_is_left_out(serving) -> No
     await asyncio.sleep(0)
     gone.cancel()
     recorder.gate.set()
-    assert await asyncio.gather(first, kept) == [True, True]
+    assert list(await asyncio.gather(first, kept)) == [True, True]
     assert recorder.batches == [["first"], ["kept"]]
 
 

@@ -32,7 +32,7 @@ def test_a_change_to_a_column_that_does_not_exist_cannot_be_built() -> None:
     with pytest.raises(TypeError):
         ResourceChange(colour="red")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        ResourceChange(Status.FAILED)  # type: ignore[misc]  # by keyword only
+        ResourceChange(Status.FAILED)  # type: ignore[call-arg]  # by keyword only
 
 
 def test_the_later_change_wins_where_both_set_a_field() -> None:

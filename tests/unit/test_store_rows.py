@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from services.engine.core.model import Action, ResourceRow, Status
+from services.engine.store.driver import Record
 from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
 
 
@@ -65,21 +66,21 @@ def test_a_row_read_equals_the_one_the_constructor_makes_from_its_columns() -> N
             "job_requires": frozenset({5}),
         }
     )
-    row = resource_row(columns)
+    row = resource_row(cast(Record, columns))
     assert row == expected
     assert type(row.action) is Action
     assert type(row.status) is Status
 
 
 def test_null_arrays_and_attributes_read_as_the_defaults() -> None:
-    row = resource_row(_columns(attributes=None, requires=None, job_requires=None))
+    row = resource_row(cast(Record, _columns(attributes=None, requires=None, job_requires=None)))
     assert row.attributes == {}
     assert row.requires == frozenset()
     assert row.job_requires is None
 
 
 def test_a_row_read_stays_frozen() -> None:
-    row = resource_row(_columns())
+    row = resource_row(cast(Record, _columns()))
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.name = "other"  # type: ignore[misc]
 

@@ -9,6 +9,7 @@ import pytest
 from services.engine.core.child_goals import scaling_template
 from services.engine.core.nesting import ScalingState
 from services.engine.core.scaling import (
+    AdjustmentType,
     Cooldown,
     Group,
     Policy,
@@ -46,7 +47,7 @@ def test_percent_change_rounds_small_changes_away_from_zero_and_large_ones_towar
 
 
 def test_min_adjustment_step_raises_a_small_percent_change_and_only_that() -> None:
-    pct = "percent_change_in_capacity"
+    pct: AdjustmentType = "percent_change_in_capacity"
     assert new_capacity(10, 10, pct, minimum=0, maximum=100, min_adjustment_step=3) == 13
     assert new_capacity(10, -10, pct, minimum=0, maximum=100, min_adjustment_step=3) == 7
     assert new_capacity(10, 50, pct, minimum=0, maximum=100, min_adjustment_step=3) == 15

@@ -25,7 +25,7 @@ class Plain(ResourceType):
 
 
 def test_a_restore_rewrites_only_the_properties_of_types_that_kept_their_own_snapshot() -> None:
-    template = {
+    template: dict[str, Any] = {
         "heat_template_version": "2016-10-14",
         "resources": {
             "vol": {"type": "Test::Kept", "properties": {"size": {"get_param": "size"}}},

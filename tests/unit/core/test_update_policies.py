@@ -4,6 +4,8 @@ members are cut into batches and ordered in the child template, and the pause ga
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.engine.core.child_goals import child_goal
@@ -61,7 +63,7 @@ def test_batch_create_cuts_the_members_into_batches_only_when_the_child_is_creat
 
 
 def test_rolling_update_leaves_min_in_service_out_of_each_batch_but_updates_at_least_one() -> None:
-    policy = {"rolling_update": {"max_batch_size": 3, "min_in_service": 3}}
+    policy: dict[str, Any] = {"rolling_update": {"max_batch_size": 3, "min_in_service": 3}}
     assert batches(policy, MEMBERS, creating=False) == ((("0", "1"), ("2", "3"), ("4",)), 0.0)
     policy = {"rolling_update": {"max_batch_size": 3, "min_in_service": 9, "pause_time": 1.5}}
     assert batches(policy, MEMBERS[:2], creating=False) == ((("0",), ("1",)), 1.5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import email
 import uuid
+from email.message import Message
+from typing import cast
 
 import pytest
 from pydantic import ValidationError
@@ -84,7 +86,10 @@ def test_multipart_mime_uses_referenced_configs_and_keeps_unknown_ids_as_text() 
     )
     assert referenced_ids(props) == [known, unknown]
     message = email.message_from_string(config_spec(props, {known: "#!/bin/sh\nls\n"}).config)
-    parts = [(p.get_content_type(), p.get_filename(), p.get_payload()) for p in message.get_payload()]
+    parts = [
+        (p.get_content_type(), p.get_filename(), p.get_payload())
+        for p in cast("list[Message]", message.get_payload())
+    ]
     assert parts == [
         ("text/x-shellscript", "setup.sh", "#!/bin/sh\nls\n"),
         ("text/plain", None, str(unknown)),
@@ -103,7 +108,9 @@ def test_a_multipart_part_adds_the_parts_of_another_message() -> None:
         {"parts": [{"config": str(inner_id), "type": "multipart"}, {"config": "three"}]}
     )
     message = email.message_from_string(config_spec(outer, {inner_id: inner}).config)
-    assert [(p.get_content_type(), p.get_payload()) for p in message.get_payload()] == [
+    assert [
+        (p.get_content_type(), p.get_payload()) for p in cast("list[Message]", message.get_payload())
+    ] == [
         ("text/plain", "one"),
         ("text/x-a", "two"),
         ("text/plain", "three"),

@@ -21,7 +21,7 @@ from shared.plugins.builtin.software_deployment import (
     signal_outcome,
 )
 
-SOURCE = {
+SOURCE: dict[str, Any] = {
     "config": "echo $who",
     "inputs": [{"name": "who", "type": "String", "default": "world"}, {"name": "n", "default": 1}],
     "outputs": [{"name": "result"}, {"name": "broken", "error_output": True}],

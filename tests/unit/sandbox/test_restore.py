@@ -5,6 +5,7 @@ on virtual time, records through JSON, seeded randomness."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable
@@ -49,7 +50,7 @@ class Script:
         """One request (or time passing) on every cloud; what each answered."""
         ids = {kind: [r["id"] for r in clouds[0].list_kind(kind)] for kind in Kind}
         act = self._pick(ids)
-        return [_outcome(lambda c=cloud: act(c)) for cloud in clouds]
+        return [_outcome(functools.partial(act, cloud)) for cloud in clouds]
 
     def _pick(self, ids: dict[Kind, list[str]]) -> Callable[[Cloud], Any]:
         r, now = self.rng, self.now
@@ -61,7 +62,7 @@ class Script:
             name = f"n{r.random():.3f}"
             return lambda c: c.create(Kind.NETWORK, {"name": name}, now=now).resource
         if choice == 2 and ids[Kind.NETWORK]:
-            body = {"network": r.choice(ids[Kind.NETWORK]), "cidr": "10.1.0.0/28"}
+            body: dict[str, Any] = {"network": r.choice(ids[Kind.NETWORK]), "cidr": "10.1.0.0/28"}
             return lambda c: c.create(Kind.SUBNET, body, now=now).resource
         if choice == 3 and ids[Kind.NETWORK]:
             key = f"k{r.randrange(6)}"  # keys come back: replays, and reuses for other bodies

@@ -16,12 +16,13 @@ import pytest
 
 from services.engine.template import Budget, TemplateInvalid, load_stack, strings
 from services.engine.template import intrinsics as fn
-from services.engine.template.versions import lookup
+from services.engine.template.versions import TemplateVersion, lookup
 
 from .helpers import IDENTITY, TYPES
 
-VERSION = lookup("2021-04-16")
-assert VERSION is not None
+_FOUND = lookup("2021-04-16")
+assert _FOUND is not None
+VERSION: TemplateVersion = _FOUND
 
 
 def heat_concat_unique(lists: list[list[Any]]) -> list[Any]:
