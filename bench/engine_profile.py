@@ -1,4 +1,5 @@
-"""Where an engine's time goes during a 10,000-resource layered create.
+"""Where an engine's time goes during a 10,000-resource layered create, and what
+the update of every resource and the delete after it cost beside it.
 
 Distributed mode (the run's engines, workers and observers). While the create
 runs, py-spy samples `engine-a` (`py-spy record --format raw`, 100 Hz,
@@ -10,6 +11,9 @@ of one core it kept busy), and the database and the kernel count the work:
 - CPU seconds of every service process (`/proc/<pid>/stat`) and of the whole
   machine (`/proc/stat`), per resource.
 
+The update and the delete that follow are counted the same way (not profiled):
+the rows name them.
+
 The py-spy summary (top frames by own and by inclusive samples) is written to
 `<results>/engine-profile.txt`; the figures go to the report. Without py-spy
 (or with `--no-profile`) only the counts are taken.
@@ -19,23 +23,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import os
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
 from bench.harness import templates
 from bench.harness.options import Options, Row, row, usual_size
-from bench.harness.system import BIN, System, running
+from bench.harness.system import BIN, Outcome, System, running
 
 RATE = 100  # py-spy samples per second
 TOP = 25
-SECTION = "engine profile (10k layered create, distributed)"
+SECTION = "engine profile (10k layered create, update and delete, distributed)"
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -139,91 +145,147 @@ def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([*argv, "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-async def _measure(system: System, n: int, options: Options, results: Path) -> list[Row]:
-    engine = next(s for s in system.services if s.name == "engine-a")
-    out = Path(tempfile.mkdtemp(prefix="converge-profile-")) / "engine-a.txt"
-    spy = _start_py_spy(engine.pid, out) if options.profile else None
-    await asyncio.sleep(1.0 if spy else 0)  # let py-spy attach
-    cpu_before = {s.name: _cpu_seconds(s.pid) for s in system.services}
-    others_before = await asyncio.to_thread(_by_command, OTHERS)
-    ticks_before = _machine_ticks()
-    commits_before = await _commits(system.pool)
-    tables_before = await _table_stats(system.pool)
-    _, outcome = await system.create_and_wait("profiled", templates.layered(n), timeout=options.phase_timeout)
-    cpu = {s.name: _cpu_seconds(s.pid) - cpu_before[s.name] for s in system.services}
-    busy, total = (a - b for a, b in zip(_machine_ticks(), ticks_before, strict=True))
-    others: collections.defaultdict[str, float] = collections.defaultdict(float)
-    for pid, (comm, seconds) in (await asyncio.to_thread(_by_command, OTHERS)).items():
-        others[comm] += seconds - others_before.get(pid, (comm, 0.0))[1]
-    profile_text = ""
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)
-        try:
-            _, err = await asyncio.to_thread(spy.communicate, None, 60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            err = b""
-        if out.exists():
-            profile_text, _ = summarise(out.read_text(), outcome.seconds)
-        else:
-            profile_text = f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}\n"
-        shutil.rmtree(out.parent, ignore_errors=True)
-    await asyncio.sleep(1.5)  # statistics reach pg_stat_* within a second
-    commits = await _commits(system.pool) - commits_before
-    tables_after = await _table_stats(system.pool)
-    rate = n / outcome.seconds if outcome.ok else None
+@dataclass(frozen=True)
+class _Counts:
+    """What the kernel and the database have counted so far."""
+
+    cpu: dict[str, float]  # CPU seconds of each service process, by service name
+    others: dict[int, tuple[str, float]]  # CPU seconds of PostgreSQL's and RabbitMQ's processes, by pid
+    ticks: tuple[int, int]  # the machine's (busy, total) jiffies
+    commits: int
+    tables: dict[str, tuple[int, int, int]]
+
+
+async def _counts(system: System) -> _Counts:
+    return _Counts(
+        cpu={s.name: _cpu_seconds(s.pid) for s in system.services},
+        others=await asyncio.to_thread(_by_command, OTHERS),
+        ticks=_machine_ticks(),
+        commits=await _commits(system.pool),
+        tables=await _table_stats(system.pool),
+    )
+
+
+def _phase_rows(phase: str, n: int, before: _Counts, after: _Counts, seconds: float) -> list[Row]:
+    """Per resource, what one phase cost: transactions, rows written, CPU of each process,
+    and how busy the machine was. The create's rows keep their names; the update's and
+    the delete's say which they are."""
+    label = "" if phase == "create" else f", {phase}"
     rows = [
         row(
-            "10k layered create (profiled)",
-            round(rate, 1) if rate else None,
-            "resources/s",
-            mode="distributed",
-            note=f"{outcome.status}, {outcome.seconds:.1f} s, py-spy attached to engine-a"
-            if spy
-            else f"{outcome.status}, {outcome.seconds:.1f} s",
-        ),
-        row("transactions committed per resource", round(commits / n, 2), "", note="all services' sessions"),
+            f"transactions committed per resource{label}",
+            round((after.commits - before.commits) / n, 2),
+            "",
+            note="all services' sessions",
+        )
     ]
-    for table, (ins, upd, dele) in sorted(tables_after.items()):
-        before = tables_before.get(table, (0, 0, 0))
-        written = (ins - before[0], upd - before[1], dele - before[2])
+    for table, (ins, upd, dele) in sorted(after.tables.items()):
+        was = before.tables.get(table, (0, 0, 0))
+        written = (ins - was[0], upd - was[1], dele - was[2])
         if sum(written) == 0:
             continue
         rows.append(
             row(
-                f"rows written in {table} per resource",
+                f"rows written in {table} per resource{label}",
                 round(sum(written) / n, 2),
                 "",
                 note=f"inserted {written[0]}, updated {written[1]}, deleted {written[2]}",
             )
         )
-    for name, seconds in sorted(cpu.items()):
+    for name, seconds_now in sorted(after.cpu.items()):
+        used = seconds_now - before.cpu.get(name, 0.0)
         rows.append(
             row(
-                f"CPU ms per resource, {name}",
-                round(1000 * seconds / n, 3),
+                f"CPU ms per resource, {name}{label}",
+                round(1000 * used / n, 3),
                 "ms",
-                note=f"{seconds:.1f} CPU s in {outcome.seconds:.1f} s",
+                note=f"{used:.1f} CPU s in {seconds:.1f} s",
             )
         )
-    for comm, seconds in sorted(others.items()):
+    others: collections.defaultdict[str, float] = collections.defaultdict(float)
+    for pid, (comm, seconds_now) in after.others.items():
+        others[comm] += seconds_now - before.others.get(pid, (comm, 0.0))[1]
+    for comm, used in sorted(others.items()):
         rows.append(
             row(
-                f"CPU ms per resource, {comm}",
-                round(1000 * seconds / n, 3),
+                f"CPU ms per resource, {comm}{label}",
+                round(1000 * used / n, 3),
                 "ms",
-                note=f"{seconds:.1f} CPU s, every process named {comm} (other users' work included)",
+                note=f"{used:.1f} CPU s, every process named {comm} (other users' work included)",
             )
         )
+    busy, total = (a - b for a, b in zip(after.ticks, before.ticks, strict=True))
     cores = os.cpu_count() or 1
     rows.append(
         row(
-            "whole machine busy during the create",
+            f"whole machine busy during the {phase}",
             round(cores * busy / total, 2) if total else None,
             "cores",
             note=f"of {cores}; includes PostgreSQL, RabbitMQ and anything else running",
         )
     )
+    return rows
+
+
+def _rate_row(phase: str, n: int, outcome: Outcome, *, profiled: bool) -> Row:
+    name = "10k layered create (profiled)" if phase == "create" else f"10k layered {phase}, after it"
+    status = f"{outcome.status}, {outcome.seconds:.1f} s"
+    return row(
+        name,
+        round(n / outcome.seconds, 1) if outcome.ok else None,
+        "resources/s",
+        mode="distributed",
+        note=f"{status}, py-spy attached to engine-a" if profiled else status,
+    )
+
+
+async def _stop_py_spy(spy: subprocess.Popen[bytes], out: Path, seconds: float) -> str:
+    spy.send_signal(signal.SIGINT)
+    try:
+        _, err = await asyncio.to_thread(spy.communicate, None, 60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        err = b""
+    return await asyncio.to_thread(_summary, out, err, seconds)
+
+
+def _summary(out: Path, err: bytes, seconds: float) -> str:
+    """What py-spy wrote to `out`, summarised (its directory removed after)."""
+    if out.exists():
+        text, _ = summarise(out.read_text(), seconds)
+    else:
+        text = f"py-spy wrote nothing: {err.decode(errors='replace')[-500:]}\n"
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return text
+
+
+async def _measure(system: System, n: int, options: Options, results: Path) -> list[Row]:
+    """The create, profiled (py-spy on engine-a); then the update of every resource and
+    the delete, counted the same way (what an update costs beyond a create shows)."""
+    engine = next(s for s in system.services if s.name == "engine-a")
+    out = Path(tempfile.mkdtemp(prefix="converge-profile-")) / "engine-a.txt"
+    spy = _start_py_spy(engine.pid, out) if options.profile else None
+    await asyncio.sleep(1.0 if spy else 0)  # let py-spy attach
+    before = await _counts(system)
+    stack, outcome = await system.create_and_wait(
+        "profiled", templates.layered(n), timeout=options.phase_timeout
+    )
+    cpu_after = {s.name: _cpu_seconds(s.pid) for s in system.services}  # before py-spy's own wind-down
+    profile_text = await _stop_py_spy(spy, out, outcome.seconds) if spy is not None else ""
+    await asyncio.sleep(1.5)  # statistics reach pg_stat_* within a second
+    after = dataclasses.replace(await _counts(system), cpu=cpu_after)
+    rows = [_rate_row("create", n, outcome, profiled=spy is not None)]
+    rows += _phase_rows("create", n, before, after, outcome.seconds)
+    if outcome.ok:
+        for phase, template in (("update", templates.layered(n, generation=2)), ("delete", None)):
+            before = await _counts(system)
+            outcome = await system.run(phase, stack, template, timeout=options.phase_timeout)
+            await asyncio.sleep(1.5)
+            after = await _counts(system)
+            rows.append(_rate_row(phase, n, outcome, profiled=False))
+            rows += _phase_rows(phase, n, before, after, outcome.seconds)
+            if not outcome.ok:
+                break
     if profile_text:
         header = f"# engine-a, py-spy, {n} resources layered create, distributed\n\n"
         await asyncio.to_thread(results.mkdir, parents=True, exist_ok=True)

@@ -58,6 +58,29 @@ def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_
     assert "| throughput | up | create layered 20 |" in written.with_suffix(".md").read_text()
 
 
+def test_the_engine_profile_counts_the_create_the_update_and_the_delete_per_resource(tmp_path: Path) -> None:
+    env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
+    argv = ["engine_profile", "--sizes", "20", "--no-profile", "--results", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (written,) = tmp_path.glob("2*.json")
+    figures = {r["name"]: r["value"] for r in json.loads(written.read_text())["rows"]}
+    assert figures["10k layered create (profiled)"] > 0, figures
+    for phase in ("update", "delete"):
+        assert figures[f"10k layered {phase}, after it"] > 0, figures
+        assert figures[f"CPU ms per resource, engine-a, {phase}"] > 0, figures
+        assert figures[f"whole machine busy during the {phase}"] > 0, figures
+    assert figures["CPU ms per resource, engine-a"] > 0, figures  # the create's, named as before
+    assert "rows written in resources per resource, update" in figures, figures
+
+
 def _quick(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
     return subprocess.run(
