@@ -34,17 +34,22 @@ def test_modules_are_the_files_that_define_run() -> None:
     assert "harness" not in found
 
 
-def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_runs(tmp_path: Path) -> None:
+def _bench(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m bench <argv>` on this run's PostgreSQL and RabbitMQ."""
     env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
-    argv = ["throughput", "--sizes", "20", "--modes", "up", "--shapes", "layered", "--results", str(tmp_path)]
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "bench", *argv],
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
+
+
+def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_runs(tmp_path: Path) -> None:
+    argv = ["throughput", "--sizes", "20", "--modes", "up", "--shapes", "layered", "--results", str(tmp_path)]
+    done = _bench(*argv, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     (written,) = tmp_path.glob("2*.json")
     assert not (tmp_path / "latest.json").exists(), "one module's run is not the latest full run"
@@ -59,16 +64,7 @@ def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_
 
 
 def test_the_engine_profile_counts_the_create_the_update_and_the_delete_per_resource(tmp_path: Path) -> None:
-    env = {**os.environ, "CONVERGE_BENCH_DATABASE_URL": DB_URL, "CONVERGE_BENCH_AMQP_URL": AMQP_URL}
-    argv = ["engine_profile", "--sizes", "20", "--no-profile", "--results", str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = _bench("engine_profile", "--sizes", "20", "--no-profile", "--results", str(tmp_path), timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     (written,) = tmp_path.glob("2*.json")
     figures = {r["name"]: r["value"] for r in json.loads(written.read_text())["rows"]}
