@@ -15,6 +15,7 @@ pickles: the parsed documents, the `StackDefinition`, `InvalidInput` errors.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +57,29 @@ class Goal:
     files: Mapping[str, str] = field(default_factory=dict)
     #: The template's text as sent (comments and layout kept), None if it came as an object.
     source: str | None = None
+
+
+@dataclass(frozen=True)
+class EncodedGoal:
+    """A goal's documents as JSON text, for its template row (`Tx.insert_encoded_template`).
+    An update's is encoded in the template pool with the rest of its goal (`prepare_update`),
+    so storing a large template costs the event loop no encoding, and the parsed documents
+    never travel back from the pool."""
+
+    template: str
+    environment: str
+    parameters: str
+    files: str
+    source: str | None = None
+
+    @classmethod
+    def of(cls, goal: Goal) -> EncodedGoal:
+        def text(document: Mapping[str, Any]) -> str:  # checked storable when it was parsed
+            return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+        return cls(
+            text(goal.template), text(goal.environment), text(goal.parameters), text(goal.files), goal.source
+        )
 
 
 @dataclass(frozen=True)
@@ -205,13 +229,37 @@ def load_goal(
 
 
 @dataclass(frozen=True)
+class CreateGoal:
+    """A create's goal as its request needs it (`prepare_create`): the definition, the
+    physical ids to adopt, and the documents to store, encoded in the pool (the parsed
+    documents stay there)."""
+
+    definition: StackDefinition
+    adopt: Mapping[str, str]
+    goal: EncodedGoal
+
+
+def prepare_create(
+    spec: GoalSpec,
+    identity: StackIdentity,
+    types: TypeTable,
+    limits: TemplateLimits,
+    constraints: CustomConstraints = DEFAULT_CONSTRAINTS,
+) -> CreateGoal:
+    """`load_goal`, for a create: its documents encoded (`CreateGoal`)."""
+    loaded = load_goal(spec, identity, types, limits, constraints)
+    return CreateGoal(loaded.definition, loaded.adopt, EncodedGoal.of(loaded.goal))
+
+
+@dataclass(frozen=True)
 class UpdateGoal:
     """An update's goal as its request needs it (`prepare_update`): what is checked before
-    the stack's traversal moves, and the definition itself packed, so that bringing it
-    back from the pool costs the request nothing; it is unpickled when first used, once
-    the request is answered (`DefinitionCache.put_packed`)."""
+    the stack's traversal moves, the documents to store, encoded, and the definition
+    itself packed, so that bringing it back from the pool costs the request nothing; it
+    is unpickled when first used, once the request is answered
+    (`DefinitionCache.put_packed`)."""
 
-    goal: Goal
+    goal: EncodedGoal
     immutable: Mapping[str, Any]  # the parameters the template marks immutable, with their values
     external: tuple[tuple[str, str], ...]  # (resource, external_id) of the nested resources naming one
     resources: int
@@ -230,7 +278,7 @@ def prepare_update(
     loaded = load_goal(spec, identity, types, limits, constraints)
     definition = loaded.definition
     return UpdateGoal(
-        goal=loaded.goal,
+        goal=EncodedGoal.of(loaded.goal),
         immutable=definition.immutable_values(),
         external=external_refs(definition),
         resources=len(definition.resources),

@@ -15,10 +15,12 @@ import uuid
 
 import asyncpg
 import pytest
+import yaml
 
 from services.engine.core.model import Action, StackId, TemplateId, TraversalId
 from services.engine.core.sources import RANDOM_IDS
 from services.engine.effects import Effects
+from services.engine.goals import GoalSpec
 from services.engine.messages import StartTraversal
 from services.engine.outbox import Outbox
 from services.engine.recovery import Recovery
@@ -210,3 +212,43 @@ async def test_an_update_cancelled_before_its_graph_is_stored_stays_cancelled(
             "SELECT count(*) FROM traversal_nodes WHERE traversal_id = $1", update
         )
         assert stored == 0, "the cancelled update's graph was stored"
+
+
+async def test_an_updates_documents_are_stored_as_the_pool_encoded_them_and_read_back_as_sent(
+    database_url: str,
+) -> None:
+    """An update's documents reach PostgreSQL as the JSON text the template pool encoded
+    (`goals.EncodedGoal`): text outside ASCII, a backslash that only looks like an escape,
+    a number too big for 64 bits and the template's own text all come back unchanged."""
+    template_text = (
+        "heat_template_version: 2018-08-31\n"
+        "# a comment the source keeps\n"
+        "parameters:\n  p: {type: string}\n"
+        "resources:\n"
+        "  a: {type: Test::Thing, properties: {value: 'a2 \u00e9\u2603 \\u0000'}}\n"
+        "  b: {type: Test::Thing, depends_on: [a], properties: {value: {get_param: p}}}\n"
+    )
+    environment = {"parameter_defaults": {"big": 2**70, "nested": [[1, {"x": None}], "\u00fc"]}}
+    files = {"file:///f.yaml": "\u65e5\u672c"}
+    async with converge(database_url, seed=2, duplicate_rate=0.0) as cv:
+        stack_id = await created(cv)
+        spec = GoalSpec(template_text, environment, {"p": "b2 \u00e9"}, files)
+        await cv.engine.operations.update(stack_id, spec)
+        assert await cv.settled(stack_id) == ("UPDATE", "COMPLETE", "Stack UPDATE completed successfully")
+        template_id = await cv.pool.fetchval(
+            "SELECT current_template_id FROM stacks WHERE stack_id = $1", stack_id
+        )
+        async with cv.engine.store.transaction() as tx:
+            record = await tx.template(TemplateId(template_id))
+        assert_world_matches(
+            cv.world, {"a": {"value": "a2 \u00e9\u2603 \\u0000"}, "b": {"value": "b2 \u00e9"}}
+        )
+    assert record is not None
+    assert record.template == yaml.safe_load(template_text.replace("2018-08-31", "'2018-08-31'"))
+    assert record.template["resources"]["a"]["properties"]["value"] == "a2 \u00e9\u2603 \\u0000"
+    assert record.environment == {
+        "parameter_defaults": {"big": 2**70, "nested": [[1, {"x": None}], "\u00fc"]}
+    }
+    assert record.parameters == {"p": "b2 \u00e9"}
+    assert record.files == files
+    assert record.source == template_text

@@ -50,13 +50,22 @@ from services.engine.core.updates import UpdateSettings, settings_after
 from services.engine.definitions import identity_of
 from services.engine.deps import EngineDeps
 from services.engine.effects import Effects
-from services.engine.goals import Goal, GoalSpec, LoadedGoal, external_refs, load_goal, prepare_update
+from services.engine.goals import (
+    EncodedGoal,
+    Goal,
+    GoalSpec,
+    LoadedGoal,
+    external_refs,
+    load_goal,
+    prepare_create,
+    prepare_update,
+)
 from services.engine.messages import StartTraversal
 from services.engine.nested.claims import admit_goal, admit_stack, check_external_ids
 from services.engine.operations.actions import abandon_stack, begin_action, cancel_operation
 from services.engine.operations.errors import ImmutableParameterModified, Refused, StackExists, StackNotFound
 from services.engine.operations.preview import resource_changes
-from services.engine.store.tx import TemplateRecord, Tx
+from services.engine.store.tx import Tx
 from services.engine.template import StackDefinition
 from services.engine.template.definition import immutable_changes
 from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt, start_reserved
@@ -109,8 +118,12 @@ class Operations:
         taken over as they are, not created."""
         stack_id = self._deps.ids.stack()
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
-        loaded = await self.load(goal, draft)
-        definition, goal = loaded.definition, loaded.goal
+        spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
+        deps = self._deps
+        loaded = await deps.templates.run(
+            prepare_create, spec, identity_of(draft), deps.types, deps.limits, deps.constraints
+        )
+        definition = loaded.definition
         adopt = {**loaded.adopt, **(adopt or {})}
         unknown = sorted(set(adopt or {}) - set(definition.resources))
         if unknown:
@@ -138,7 +151,7 @@ class Operations:
             ):
                 raise StackExists(f"a stack named {name!r} already exists")
             action = Action.ADOPT if adopt else Action.CREATE
-            await self._begin(tx, draft, goal, definition, action, effects, [])
+            await self._begin(tx, draft, loaded.goal, definition, action, effects, [])
             adopted = dict(adopt or {})
             for row in await tx.resources(stack_id) if adopted else []:
                 taken = ResourceChange(physical_id=adopted.get(row.name), action=Action.ADOPT)
@@ -352,7 +365,7 @@ class Operations:
         self,
         tx: Tx,
         stack: StackRow,
-        goal: Goal,
+        goal: EncodedGoal,
         definition: StackDefinition,
         action: Action,
         fx: Effects,
@@ -372,18 +385,18 @@ class Operations:
             ids=self._deps.ids,
         )
 
-    async def _store_template(self, tx: Tx, stack: StackRow, goal: Goal) -> TemplateId:
-        """Store `goal` as a new template of the stack."""
+    async def _store_template(self, tx: Tx, stack: StackRow, goal: EncodedGoal) -> TemplateId:
+        """Store `goal` (encoded in the template pool) as a new template of the stack."""
         template_id = self._deps.ids.template()
-        record = TemplateRecord(
-            template_id=template_id,
+        await tx.insert_encoded_template(
+            stack.stack_id,
+            template_id,
             template=goal.template,
             environment=goal.environment,
             files=goal.files,
             parameters=goal.parameters,
             source=goal.source,
         )
-        await tx.insert_template(stack.stack_id, record)
         return template_id
 
 

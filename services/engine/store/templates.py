@@ -9,6 +9,7 @@ names one goal for good.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,16 +32,39 @@ class TemplateStatements:
     _c: Conn  # the transaction's connection (`Tx`)
 
     async def insert_template(self, stack_id: StackId, record: TemplateRecord) -> None:
+        await self.insert_encoded_template(
+            stack_id,
+            record.template_id,
+            template=_json(record.template),
+            environment=_json(record.environment),
+            files=_json(record.files),
+            parameters=_json(record.parameters),
+            source=record.source,
+        )
+
+    async def insert_encoded_template(
+        self,
+        stack_id: StackId,
+        template_id: TemplateId,
+        *,
+        template: str,
+        environment: str,
+        files: str,
+        parameters: str,
+        source: str | None,
+    ) -> None:
+        """`insert_template` with the documents already encoded as JSON text (an update's,
+        in the template pool: `goals.EncodedGoal`), stored as given."""
         await self._c.execute(
             """INSERT INTO templates (template_id, stack_id, template, environment, files, parameters, source)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)""",
-            record.template_id,
+               VALUES ($1, $2, $3::text::jsonb, $4::text::jsonb, $5::text::jsonb, $6::text::jsonb, $7)""",
+            template_id,
             stack_id,
-            dict(record.template),
-            dict(record.environment),
-            dict(record.files),
-            dict(record.parameters),
-            record.source,
+            template,
+            environment,
+            files,
+            parameters,
+            source,
         )
 
     async def template(self, template_id: TemplateId) -> TemplateRecord | None:
@@ -54,3 +78,7 @@ class TemplateStatements:
         return TemplateRecord(
             r["template_id"], r["template"], r["environment"], r["files"], r["parameters"], r["source"]
         )
+
+
+def _json(document: Mapping[str, Any]) -> str:
+    return json.dumps(dict(document))
