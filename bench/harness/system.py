@@ -82,6 +82,9 @@ class Service:
             self.process = subprocess.Popen(
                 [str(self.bin_dir / self.argv[0]), *self.argv[1:]],
                 env={**os.environ, **self.env},
+                # Not the driver's directory: an older checkout's template pool put the
+                # current directory first on its workers' module path (`template_pool`).
+                cwd=self.log_path.parent,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -34,6 +34,8 @@ import asyncio
 import concurrent.futures
 import gc
 import multiprocessing
+import multiprocessing.forkserver
+import os
 import pickle
 import resource
 from collections.abc import Callable, Iterable
@@ -52,6 +54,8 @@ T = TypeVar("T")
 
 #: Imported once by the fork server, so each worker starts with them loaded.
 _PRELOAD = ("services.engine.goals", "services.engine.graph_layout")
+#: Set for the fork server's Python: no unsafe path (the current directory) first on its module path.
+SAFE_PATH = "PYTHONSAFEPATH"
 
 
 class TemplateRunner(Protocol):
@@ -82,6 +86,23 @@ class TemplateTooBig(TemplateWorkRefused):
 
 class TemplateWorkerDied(TemplateWorkRefused):
     pass
+
+
+def _start_fork_server() -> None:
+    """Start this process's fork server (once; the workers fork from it) without the
+    current directory on its module path. Python puts that first for `-c`, which is how
+    the fork server starts, so a `services` or `shared` folder wherever the engine was
+    started would be the code its workers import (another checkout's, or anyone's who
+    can write there). `PYTHONSAFEPATH` tells the fork server's Python not to."""
+    before = os.environ.get(SAFE_PATH)
+    os.environ[SAFE_PATH] = "1"
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ[SAFE_PATH]
+        else:
+            os.environ[SAFE_PATH] = before
 
 
 def _start_worker(memory_bytes: int) -> None:
@@ -124,6 +145,7 @@ class TemplatePool:
         self.memory_bytes = memory_bytes
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([*_PRELOAD, *preload])
+        _start_fork_server()
         self._pool = pebble.ProcessPool(
             max_workers=workers, initializer=_start_worker, initargs=(memory_bytes,), context=context
         )

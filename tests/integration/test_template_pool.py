@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -129,3 +131,50 @@ def test_refusals_are_invalid_input() -> None:
     for cls in (TemplateTooSlow, TemplateTooBig, TemplateWorkerDied):
         assert issubclass(cls, TemplateWorkRefused)
         assert issubclass(cls, InvalidInput)
+
+
+#: Started from a script, as `converge-engine` is (its own directory first on its module
+#: path, not the current one): says whether the pool's workers have the probe loaded.
+PROBE_DRIVER = """
+import asyncio, sys
+from services.engine.template_pool import TemplatePool
+
+async def main() -> None:
+    pool = TemplatePool(workers=1, timeout_seconds=30, memory_bytes=0, preload=["converge_cwd_probe"])
+    try:
+        print(await pool.run(eval, "'converge_cwd_probe' in __import__('sys').modules"))
+    finally:
+        pool.close()
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def probe_loaded(tmp_path: Path, **env: str) -> str:
+    """Start a pool from a script, in a directory holding a module the pool is told to
+    preload; what its worker says of that module."""
+    here, scripts = tmp_path / "cwd", tmp_path / "scripts"
+    here.mkdir(exist_ok=True)
+    scripts.mkdir(exist_ok=True)
+    (here / "converge_cwd_probe.py").write_text("LOADED = True\n")
+    (scripts / "driver.py").write_text(PROBE_DRIVER)
+    done = subprocess.run(
+        [sys.executable, str(scripts / "driver.py")],
+        cwd=here,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_the_workers_import_nothing_from_the_directory_the_engine_was_started_in(tmp_path: Path) -> None:
+    """The fork server starts as `python -c`, which would put the current directory first
+    on its module path: a `services` folder there (another checkout's, anyone's) would be
+    the code the workers run. A module the pool preloads is not found there; found where
+    the module path does name it (the probe works)."""
+    assert probe_loaded(tmp_path) == "False"
+    assert probe_loaded(tmp_path, PYTHONPATH=str(tmp_path / "cwd")) == "True"
