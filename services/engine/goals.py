@@ -9,7 +9,8 @@ stack's current goal where the request keeps it), `validate_goal` for
 and `load_child_goal` for a nested resource's child stack. Each makes one
 evaluation `Budget` for the whole request, and returns (or raises) only what
 pickles: the parsed documents, the `StackDefinition`, `InvalidInput` errors.
-`prepare_update` is `load_goal` for an update, its definition sent back packed.
+`prepare_create` and `prepare_update` are `load_goal` for a create and an update: their
+documents come back encoded for the template row (`EncodedGoal`), an update's definition packed.
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ class Goal:
 @dataclass(frozen=True)
 class EncodedGoal:
     """A goal's documents as JSON text, for its template row (`Tx.insert_encoded_template`).
-    An update's is encoded in the template pool with the rest of its goal (`prepare_update`),
-    so storing a large template costs the event loop no encoding, and the parsed documents
-    never travel back from the pool."""
+    A create's and an update's are encoded in the template pool with the rest of the goal
+    (`prepare_create`, `prepare_update`), so storing a large template costs the event loop
+    no encoding, and the parsed documents never travel back from the pool."""
 
     template: str
     environment: str

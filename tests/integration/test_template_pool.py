@@ -136,7 +136,7 @@ def test_refusals_are_invalid_input() -> None:
 #: Started from a script, as `converge-engine` is (its own directory first on its module
 #: path, not the current one): says whether the pool's workers have the probe loaded.
 PROBE_DRIVER = """
-import asyncio, sys
+import asyncio
 from services.engine.template_pool import TemplatePool
 
 async def main() -> None:

@@ -53,8 +53,8 @@ class TemplateStatements:
         parameters: str,
         source: str | None,
     ) -> None:
-        """`insert_template` with the documents already encoded as JSON text (an update's,
-        in the template pool: `goals.EncodedGoal`), stored as given."""
+        """`insert_template` with the documents already encoded as JSON text (a create's or
+        an update's, in the template pool: `goals.EncodedGoal`), stored as given."""
         await self._c.execute(
             """INSERT INTO templates (template_id, stack_id, template, environment, files, parameters, source)
                VALUES ($1, $2, $3::text::jsonb, $4::text::jsonb, $5::text::jsonb, $6::text::jsonb, $7)""",
