@@ -27,6 +27,8 @@ import aiohttp
 from tests.support.ports import free_port
 from tests.support.processes import ServiceProcess
 
+#: Ports `start_server` tries before it gives up.
+PORT_ATTEMPTS = 3
 #: Project tokens of every hostile test server: project alpha, project beta, an admin.
 TOKENS = "ta=alpha,tb=beta,tadm=admin:admin"
 ALPHA, BETA, ADMIN = ("ta", "alpha"), ("tb", "beta"), ("tadm", "admin")
@@ -60,20 +62,30 @@ class Server:
 async def start_server(
     data_dir: Path, database_url: str, *, env: dict[str, str] | None = None
 ) -> AsyncIterator[Server]:
-    """`converge up` on a free port with `TOKENS`; stopped (killed if need be) on exit."""
-    port = free_port()
-    settings = {
-        "CONVERGE_DATA_DIR": str(data_dir),
-        "CONVERGE_API_PORT": str(port),
-        "CONVERGE_DATABASE_URL": database_url,
-        "CONVERGE_AMQP_URL": "",
-        "CONVERGE_API_TOKENS": TOKENS,
-        "CONVERGE_SANDBOX_LATENCY": "0.05",
-        **(env or {}),
-    }
-    process = await ServiceProcess(["converge", "up"], settings).start()
+    """`converge up` on a free port with `TOKENS`; stopped (killed if need be) on exit.
+    A port picked free can be taken by another process before the server binds it: the
+    server then exits saying so, and is started again on another (`PORT_ATTEMPTS`)."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        port = free_port()
+        settings = {
+            "CONVERGE_DATA_DIR": str(data_dir),
+            "CONVERGE_API_PORT": str(port),
+            "CONVERGE_DATABASE_URL": database_url,
+            "CONVERGE_AMQP_URL": "",
+            "CONVERGE_API_TOKENS": TOKENS,
+            "CONVERGE_SANDBOX_LATENCY": "0.05",
+            **(env or {}),
+        }
+        process = await ServiceProcess(["converge", "up"], settings).start()
+        try:
+            await process.wait_for_event("ready", timeout=90)
+        except AssertionError:  # it exited before it was ready
+            await process.stop()
+            if f"port {port} on 127.0.0.1 is in use" in process.output() and attempt < PORT_ATTEMPTS:
+                continue
+            raise
+        break
     try:
-        await process.wait_for_event("ready", timeout=90)
         yield Server(process, f"http://127.0.0.1:{port}")
     finally:
         await process.stop()
