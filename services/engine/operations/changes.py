@@ -66,13 +66,19 @@ from services.engine.operations.actions import abandon_stack, begin_action, canc
 from services.engine.operations.errors import ImmutableParameterModified, Refused, StackExists, StackNotFound
 from services.engine.operations.preview import resource_changes
 from services.engine.store.tx import Tx
-from services.engine.template import StackDefinition
+from services.engine.template import StackDefinition, StackIdentity, TemplateLimits
+from services.engine.template.custom_constraints import CustomConstraints
 from services.engine.template.definition import immutable_changes
+from services.engine.template.stack import TypeTable
 from services.engine.traversal import EMPTY_TEMPLATE, begin_traversal, preempt, start_reserved
 from shared.errors import ConflictError, ConvergeError, InvalidInput
 from shared.tasks import log_task_failure
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+#: A goal's job in the template pool: `load_goal` and its `prepare_` forms take these.
+GoalJob = Callable[[GoalSpec, StackIdentity, TypeTable, TemplateLimits, CustomConstraints], T]
 
 
 class Operations:
@@ -87,10 +93,13 @@ class Operations:
     async def load(self, goal: Goal | GoalSpec, stack: StackRow) -> LoadedGoal:
         """Parse and validate `goal` in the template pool; raise `InvalidInput` (all
         template errors with their paths, or the limit it went past) before anything changes."""
+        return await self._in_pool(load_goal, goal, stack)
+
+    async def _in_pool(self, job: GoalJob[T], goal: Goal | GoalSpec, stack: StackRow) -> T:
+        """`job` (`load_goal`, or its form for a create or an update) on `goal`, in the pool."""
         spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-        return await self._deps.templates.run(
-            load_goal, spec, identity_of(stack), self._deps.types, self._deps.limits, self._deps.constraints
-        )
+        d = self._deps
+        return await d.templates.run(job, spec, identity_of(stack), d.types, d.limits, d.constraints)
 
     async def validate(self, goal: Goal | GoalSpec, stack: StackRow) -> StackDefinition:
         return (await self.load(goal, stack)).definition
@@ -118,11 +127,7 @@ class Operations:
         taken over as they are, not created."""
         stack_id = self._deps.ids.stack()
         draft = draft_stack(stack_id, project_id, name, disable_rollback, timeout_mins)
-        spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-        deps = self._deps
-        loaded = await deps.templates.run(
-            prepare_create, spec, identity_of(draft), deps.types, deps.limits, deps.constraints
-        )
+        loaded = await self._in_pool(prepare_create, goal, draft)
         definition = loaded.definition
         adopt = {**loaded.adopt, **(adopt or {})}
         unknown = sorted(set(adopt or {}) - set(definition.resources))
@@ -263,14 +268,12 @@ class Operations:
             stack = await tx.stack(stack_id)
         if stack is None:
             raise StackNotFound(f"stack {stack_id} not found")
-        spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
-        deps, identity = self._deps, identity_of(stack)
+        deps = self._deps
         if action is Action.DELETE:  # the constant empty template: nothing a user controls
-            prepared = prepare_update(spec, identity, deps.types, deps.limits)
+            spec = goal if isinstance(goal, GoalSpec) else GoalSpec.of(goal)
+            prepared = prepare_update(spec, identity_of(stack), deps.types, deps.limits)
         else:  # its definition comes back packed: unpickled once the request is answered
-            prepared = await deps.templates.run(
-                prepare_update, spec, identity, deps.types, deps.limits, deps.constraints
-            )
+            prepared = await self._in_pool(prepare_update, goal, stack)
         effects = Effects()
         async with self._deps.store.transaction() as tx:
             # Orders concurrent operations on one stack, and waits for the commits of jobs
@@ -417,9 +420,6 @@ def draft_stack(
         disable_rollback=disable_rollback,
         timeout_mins=timeout_mins,
     )
-
-
-T = TypeVar("T")
 
 
 async def retrying(attempt: Callable[[], Awaitable[T]], *, tries: int = 5) -> T:
