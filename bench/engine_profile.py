@@ -11,6 +11,11 @@ of one core it kept busy), and the database and the kernel count the work:
 - CPU seconds of every service process (`/proc/<pid>/stat`) and of the whole
   machine (`/proc/stat`), per resource.
 
+- what the services' database sessions are doing, sampled every few
+  milliseconds (`harness.sessions`): on average how many wait for a lock, sit
+  idle in a transaction (the service working between statements) or run a
+  statement, each with the statement seen most often in that state.
+
 The update and the delete that follow are counted the same way (not profiled):
 the rows name them.
 
@@ -37,6 +42,7 @@ import asyncpg
 
 from bench.harness import templates
 from bench.harness.options import Options, Row, row, usual_size
+from bench.harness.sessions import STATES, Sessions, sampled
 from bench.harness.system import BIN, Outcome, System, running
 
 RATE = 100  # py-spy samples per second
@@ -227,6 +233,24 @@ def _phase_rows(phase: str, n: int, before: _Counts, after: _Counts, seconds: fl
     return rows
 
 
+def _session_rows(phase: str, seen: Sessions) -> list[Row]:
+    """What the services' database sessions did during the phase (`harness.sessions`): how
+    many, on average, were held up by a lock, idle in a transaction, running a statement."""
+    rows = []
+    for state in STATES:
+        top = seen.most_seen(state)
+        rows.append(
+            row(
+                f"database sessions {state} during the {phase}, mean",
+                round(seen.mean(state), 3),
+                "sessions",
+                note=(f"most often: {top[0]} ({top[1]:.0%})" if top else "none seen")
+                + f"; {seen.samples} samples",
+            )
+        )
+    return rows
+
+
 def _rate_row(phase: str, n: int, outcome: Outcome, *, profiled: bool) -> Row:
     name = "10k layered create (profiled)" if phase == "create" else f"10k layered {phase}, after it"
     status = f"{outcome.status}, {outcome.seconds:.1f} s"
@@ -267,23 +291,25 @@ async def _measure(system: System, n: int, options: Options, results: Path) -> l
     spy = _start_py_spy(engine.pid, out) if options.profile else None
     await asyncio.sleep(1.0 if spy else 0)  # let py-spy attach
     before = await _counts(system)
-    stack, outcome = await system.create_and_wait(
-        "profiled", templates.layered(n), timeout=options.phase_timeout
-    )
+    async with sampled(system.database_url) as seen:
+        stack, outcome = await system.create_and_wait(
+            "profiled", templates.layered(n), timeout=options.phase_timeout
+        )
     cpu_after = {s.name: _cpu_seconds(s.pid) for s in system.services}  # before py-spy's own wind-down
     profile_text = await _stop_py_spy(spy, out, outcome.seconds) if spy is not None else ""
     await asyncio.sleep(1.5)  # statistics reach pg_stat_* within a second
     after = dataclasses.replace(await _counts(system), cpu=cpu_after)
     rows = [_rate_row("create", n, outcome, profiled=spy is not None)]
-    rows += _phase_rows("create", n, before, after, outcome.seconds)
+    rows += _phase_rows("create", n, before, after, outcome.seconds) + _session_rows("create", seen)
     if outcome.ok:
         for phase, template in (("update", templates.layered(n, generation=2)), ("delete", None)):
             before = await _counts(system)
-            outcome = await system.run(phase, stack, template, timeout=options.phase_timeout)
+            async with sampled(system.database_url) as seen:
+                outcome = await system.run(phase, stack, template, timeout=options.phase_timeout)
             await asyncio.sleep(1.5)
             after = await _counts(system)
             rows.append(_rate_row(phase, n, outcome, profiled=False))
-            rows += _phase_rows(phase, n, before, after, outcome.seconds)
+            rows += _phase_rows(phase, n, before, after, outcome.seconds) + _session_rows(phase, seen)
             if not outcome.ok:
                 break
     if profile_text:
