@@ -5,13 +5,14 @@ statements run against PostgreSQL in the integration tests)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 
 from services.engine.core.model import Action, Node, ResourceId, Status, TraversalId
 from services.engine.core.results import JOB_DONE
-from services.engine.core.row_change import NO_CHANGE, UNSET, ResourceChange, set_or
+from services.engine.core.row_change import COLUMNS, NO_CHANGE, UNSET, ResourceChange, set_or
 from services.engine.store.resources import update_statement
 from services.engine.store.software_records import DeploymentChange
 
@@ -33,6 +34,31 @@ def test_a_change_to_a_column_that_does_not_exist_cannot_be_built() -> None:
         ResourceChange(colour="red")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         ResourceChange(Status.FAILED)  # type: ignore[call-arg]  # by keyword only
+
+
+def test_every_field_reads_what_it_was_given_and_every_other_reads_unset() -> None:
+    # ResourceChange keeps only the fields set (`row_change._set_only`, in place of the
+    # frozen dataclass's constructor): each column, set alone, is the one it writes.
+    for column in COLUMNS:
+        value = object()
+        change = ResourceChange(**{column: value})  # type: ignore[arg-type]
+        assert [name for name in COLUMNS if getattr(change, name) is not UNSET] == [column]
+        assert getattr(change, column) is value
+        assert change.written() == {column: value}
+        assert change == dataclasses.replace(NO_CHANGE, **{column: value})
+    everything = ResourceChange(**{column: column for column in COLUMNS})  # type: ignore[arg-type]
+    assert list(everything.written()) == list(COLUMNS), "written in the columns' order"
+
+
+def test_a_field_given_unset_is_left_unset_and_a_change_cannot_be_altered() -> None:
+    change = ResourceChange(type=UNSET, status=Status.FAILED)
+    assert change.written() == {"status": Status.FAILED}
+    assert ResourceChange(type=UNSET).empty
+    assert ResourceChange(type=UNSET) == NO_CHANGE
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        change.type = "T"  # type: ignore[misc]
+    merged = change | ResourceChange(type="T")
+    assert (change.type, merged.type, merged.status) == (UNSET, "T", Status.FAILED), "the operands stay"
 
 
 def test_the_later_change_wins_where_both_set_a_field() -> None:
