@@ -11,8 +11,8 @@ of one core it kept busy), and the database and the kernel count the work:
 - CPU seconds of every service process (`/proc/<pid>/stat`) and of the whole
   machine (`/proc/stat`), per resource.
 
-- what the services' database sessions are doing, sampled every few
-  milliseconds (`harness.sessions`): on average how many wait for a lock, sit
+- what the services' database sessions are doing, sampled every 20 ms
+  (`harness.sessions`): on average how many wait for a lock, sit
   idle in a transaction (the service working between statements) or run a
   statement, each with the statement seen most often in that state.
 
