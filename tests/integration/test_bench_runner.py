@@ -75,6 +75,9 @@ def test_the_engine_profile_counts_the_create_the_update_and_the_delete_per_reso
         assert figures[f"whole machine busy during the {phase}"] > 0, figures
     assert figures["CPU ms per resource, engine-a"] > 0, figures  # the create's, named as before
     assert "rows written in resources per resource, update" in figures, figures
+    for phase in ("create", "update", "delete"):  # what the database sessions did (bench/harness/sessions.py)
+        for state in ("waiting for a lock", "idle in transaction", "running"):
+            assert figures[f"database sessions {state} during the {phase}, mean"] >= 0, figures
 
 
 def _quick(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
