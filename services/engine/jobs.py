@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.child_attributes import GroupAttributes
-from services.engine.core.model import ResourceRow, StackRow, TraversalId
+from services.engine.core.model import Reference, ResourceRow, StackRow, TraversalId
 from services.engine.core.nesting import CHAIN_TYPE, GROUP_TYPE
 from services.engine.template import ResourceData
 from services.engine.template.environment import is_template_reference
@@ -59,7 +59,7 @@ def job_for(
     )
 
 
-def reference_data(row: ResourceRow, types: Mapping[str, type[ResourceType]]) -> ResourceData:
+def reference_data(row: ResourceRow | Reference, types: Mapping[str, type[ResourceType]]) -> ResourceData:
     """What a dependency passes on: its reference id and attributes. A template
     resource's reference is its `OS::stack_id` (the child's id unless its template
     sets that output); a group's attributes also answer `resource.<n>.<name>`."""

@@ -1,5 +1,5 @@
 """A batch's row writes held back and sent together (services/engine/store/row_writes.py),
-and the rows its forward checks require read ahead (`Tx.read_current_resources`):
+and the references its forward checks require read ahead (`Tx.read_references`):
 one statement for many compare-and-swaps, never a stale read, nothing kept of an undone
 savepoint, and a row changed behind the writes' back fails the transaction.
 
@@ -161,22 +161,24 @@ async def test_without_prefetched_rows_a_write_is_sent_at_once(database_url: str
             assert len(counted.statements) == 2
 
 
-async def test_rows_read_ahead_serve_current_resources_until_one_is_written(database_url: str) -> None:
+async def test_references_read_ahead_are_served_until_their_row_is_written(database_url: str) -> None:
     async with converge(database_url, seed=0, duplicate_rate=0.0) as cv:
         stack, ids = await created(cv)
         async with cv.pool.acquire() as conn, conn.transaction():
             counted = Counted(conn)
             tx = Tx(cast(Any, counted))  # a stand-in for the connection
             rows = await prefetched(tx, stack, ids[:1])
-            await tx.read_current_resources({stack: {"a", "b", "gone"}})
+            await tx.read_references({stack: {"a", "b", "gone"}})
             before = len(counted.statements)
-            current = await tx.current_resources(stack, ["a", "b", "gone"])
-            assert sorted(current) == ["a", "b"]
-            assert len(counted.statements) == before, "served from the rows read ahead"
-            assert await tx.update_resource(rows[0], ResourceChange(status_reason="written"))
-            again = await tx.current_resources(stack, ["a", "b"])
-            assert again["a"].status_reason == "written", "the written row is read again"
-            assert again["a"].version == rows[0].version + 1
+            found = await tx.references(stack, ["a", "b", "gone"])
+            assert sorted(found) == ["a", "b"]
+            assert len(counted.statements) == before, "served from the references read ahead"
+            a = rows[0]
+            assert (found["a"].resource_id, found["a"].physical_id) == (a.resource_id, a.physical_id)
+            assert found["a"].attributes == a.attributes
+            assert await tx.update_resource(a, ResourceChange(physical_id="written", attributes={"x": 1}))
+            again = await tx.references(stack, ["a", "b"])
+            assert (again["a"].physical_id, again["a"].attributes) == ("written", {"x": 1}), "read again"
             assert len(counted.statements) == before + 2  # the held write, then the read
 
 

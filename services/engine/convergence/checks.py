@@ -113,9 +113,9 @@ async def check(shell: Shell, tx: Tx, msg: CheckResource, fx: Effects, resolved:
 
 
 async def read_ahead(shell: Shell, tx: Tx, messages: Sequence[CheckResource]) -> None:
-    """Read in one statement the rows the forward checks among `messages` will read
-    their references from (`check_forward`: the current rows their goal requires), once
-    a batch's own rows are prefetched."""
+    """Read in one statement the references the forward checks among `messages` will
+    read (`check_forward`: of the current rows their goal requires), once a batch's own
+    rows are prefetched."""
     wanted: dict[StackId, set[str]] = {}
     for msg in messages:
         stack = await tx.stack(StackId(msg.stack_id))
@@ -129,7 +129,7 @@ async def read_ahead(shell: Shell, tx: Tx, messages: Sequence[CheckResource]) ->
         if goal is not None and goal.requires:
             wanted.setdefault(stack.stack_id, set()).update(goal.requires)
     if wanted:
-        await tx.read_current_resources(wanted)
+        await tx.read_references(wanted)
 
 
 async def check_forward(at: Check, resolved: Resolved) -> None:
@@ -143,7 +143,7 @@ async def check_forward(at: Check, resolved: Resolved) -> None:
     goal = definition.resources[row.name]
     nested = is_nested(goal.type)
     cls = deps.types.get(goal.type)
-    needed = await tx.current_resources(stack.stack_id, goal.requires)
+    needed = await tx.references(stack.stack_id, goal.requires)
     data = {n: reference_data(r, deps.types) for n, r in needed.items() if n in goal.references}
     requires = frozenset(r.resource_id for r in needed.values())
     try:

@@ -119,6 +119,20 @@ class ResourceRow:
         return self.physical_id is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What a resource's dependents read from its current row (`jobs.reference_data`):
+    its id, type, physical id and attributes, without the rest of the row (a batch
+    reads these ahead for its forward checks: `Tx.read_references`)."""
+
+    resource_id: ResourceId
+    stack_id: StackId
+    name: str
+    type: str
+    physical_id: str | None
+    attributes: Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class GraphNode:
     node: Node

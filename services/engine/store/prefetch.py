@@ -4,8 +4,9 @@ Where it sits: `Convergence.handle_batch` asks its `Tx` to `prefetch` the
 resources, stacks and traversal nodes its node checks and job results name;
 from then on `Tx.resource`, `Tx.stack` and `Tx.node` answer from `Prefetched`
 instead of a round trip each, until the row is written in the transaction;
-so does `Tx.current_resources` for the rows its forward checks require, read
-ahead in one statement (`Tx.read_current_resources`).
+so does `Tx.references` for the resources its forward checks require (their
+ids, types, physical ids and attributes, not whole rows), read ahead in one
+statement (`Tx.read_references`).
 
 What a prefetched row may miss is what a read at the handler's own moment
 could see: its own transaction's writes (forgotten here the moment they
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.engine.core.model import Node, ResourceRow, StackId, StackRow, TraversalId
+from services.engine.core.model import Node, Reference, ResourceRow, StackId, StackRow, TraversalId
 
 #: A statement that writes a table rows are prefetched from (which table: group 1).
 _WRITES = re.compile(r"\b(?:update|delete\s+from|insert\s+into)\s+(stacks|resources|traversal_nodes)\b", re.I)
@@ -47,17 +48,17 @@ class Prefetched:
     stacks: dict[StackId, StackRow | None] = field(default_factory=dict)
     resources: dict[int, ResourceRow | None] = field(default_factory=dict)
     nodes: dict[tuple[TraversalId, Node], NodeState | None] = field(default_factory=dict)
-    #: the current (not replaced) row of a stack's resource by name, None: read, none
-    current: dict[tuple[StackId, str], ResourceRow | None] = field(default_factory=dict)
-    _current_keys: dict[int, tuple[StackId, str]] = field(default_factory=dict)  # by row id
+    #: the reference of a stack's resource (its current row's) by name, None: read, none
+    references: dict[tuple[StackId, str], Reference | None] = field(default_factory=dict)
+    _reference_keys: dict[int, tuple[StackId, str]] = field(default_factory=dict)  # by row id
 
-    def add_current(self, keys: list[tuple[StackId, str]], rows: list[ResourceRow]) -> None:
-        """`keys` were read: these `rows` are their current rows (the others have none)."""
-        self.current.update(dict.fromkeys(keys))
-        for row in rows:
-            key = (row.stack_id, row.name)
-            self.current[key] = row
-            self._current_keys[row.resource_id] = key
+    def add_references(self, keys: list[tuple[StackId, str]], found: list[Reference]) -> None:
+        """`keys` were read: these are their current rows' references (the others have none)."""
+        self.references.update(dict.fromkeys(keys))
+        for reference in found:
+            key = (reference.stack_id, reference.name)
+            self.references[key] = reference
+            self._reference_keys[reference.resource_id] = key
 
     def written(self, sql: str) -> None:
         """Forget the table `sql` writes, if it writes one of these."""
@@ -66,17 +67,17 @@ class Prefetched:
                 self.stacks.clear()
             elif table == "resources":
                 self.resources.clear()
-                self.current.clear()
-                self._current_keys.clear()
+                self.references.clear()
+                self._reference_keys.clear()
             else:
                 self.nodes.clear()
 
     def forget_resource(self, resource_id: int) -> None:
-        """Forget one resource row (written in this transaction), also as a current row."""
+        """Forget one resource row (written in this transaction), also as a reference."""
         self.resources.pop(resource_id, None)
-        key = self._current_keys.pop(resource_id, None)
+        key = self._reference_keys.pop(resource_id, None)
         if key is not None:
-            self.current.pop(key, None)
+            self.references.pop(key, None)
 
 
 class Watched:

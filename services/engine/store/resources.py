@@ -19,6 +19,7 @@ from typing import Any
 
 from services.engine.core.model import (
     Action,
+    Reference,
     ResourceId,
     ResourceRow,
     StackId,
@@ -31,7 +32,7 @@ from services.engine.store.advisory import uuid_key
 from services.engine.store.driver import Conn
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.row_writes import HeldWrites
-from services.engine.store.rows import RESOURCE_COLUMNS, resource_row
+from services.engine.store.rows import REFERENCE_COLUMNS, RESOURCE_COLUMNS, reference, resource_row
 
 #: The advisory lock class of an operation's claim of a stack's rows (`announce_claim`).
 CLAIM_CLASS = 0x436E7643
@@ -128,33 +129,43 @@ class ResourceStatements:
             found.update((r["resource_id"], resource_row(r)) for r in rows)
         return {i: row for i, row in found.items() if row is not None}
 
-    async def read_current_resources(self, wanted: Mapping[StackId, Iterable[str]]) -> None:
-        """Read now, in one statement, the current rows `current_resources` will be asked
-        for (by stack, the names), while a batch's rows are served (`prefetch`)."""
+    async def read_references(self, wanted: Mapping[StackId, Iterable[str]]) -> None:
+        """Read now, in one statement, the references `references` will be asked for (by
+        stack, the names), while a batch's rows are served (`prefetch`)."""
         if self._reads is None:
             return
         keys = sorted({(stack_id, name) for stack_id, names in wanted.items() for name in names})
         rows = await self._c.fetch(
-            f"""SELECT {RESOURCE_COLUMNS} FROM resources
+            f"""SELECT {REFERENCE_COLUMNS} FROM resources
                 WHERE (stack_id, name) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))
                   AND replaced_by IS NULL""",
             [k[0] for k in keys],
             [k[1] for k in keys],
         )
-        self._reads.add_current(keys, [resource_row(r) for r in rows])
+        self._reads.add_references(keys, [reference(r) for r in rows])
+
+    async def references(self, stack_id: StackId, names: Iterable[str]) -> dict[str, Reference]:
+        """The reference of each named resource's current row (not replaced): from those
+        read ahead (`read_references`) while they hold, else in one statement."""
+        wanted = list(names)
+        if self._reads is not None and all((stack_id, n) in self._reads.references for n in wanted):
+            known = ((n, self._reads.references[(stack_id, n)]) for n in wanted)
+            return {n: reference for n, reference in known if reference is not None}
+        rows = await self._c.fetch(
+            f"""SELECT {REFERENCE_COLUMNS} FROM resources
+                WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
+            stack_id,
+            wanted,
+        )
+        return {r["name"]: reference(r) for r in rows}
 
     async def current_resources(self, stack_id: StackId, names: Iterable[str]) -> dict[str, ResourceRow]:
-        """The current row (not replaced) of each named resource (from the rows read
-        ahead, `read_current_resources`, while they hold)."""
-        wanted = list(names)
-        if self._reads is not None and all((stack_id, n) in self._reads.current for n in wanted):
-            known = ((n, self._reads.current[(stack_id, n)]) for n in wanted)
-            return {n: row for n, row in known if row is not None}
+        """The current row (not replaced) of each named resource."""
         rows = await self._c.fetch(
             f"""SELECT {RESOURCE_COLUMNS} FROM resources
                 WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
             stack_id,
-            wanted,
+            list(names),
         )
         return {r["name"]: resource_row(r) for r in rows}
 

@@ -8,13 +8,16 @@ reads a row the same way.
 
 from __future__ import annotations
 
-from services.engine.core.model import Action, ResourceRow, StackRow, Status
+from services.engine.core.model import Action, Reference, ResourceRow, StackRow, Status
 from services.engine.store.driver import Record
 
 RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
     properties, attributes, requires, replaces, replaced_by, template_id, deletion_policy,
     current_job, job_node, job_properties, job_requires, job_template_id, traversal_id, version,
     waiting_traversal, waiting_node, external"""
+
+#: What a resource's dependents read of it (`Reference`).
+REFERENCE_COLUMNS = "resource_id, stack_id, name, type, physical_id, attributes"
 
 STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
     current_template_id, previous_template_id, disable_rollback, timeout_mins, owner_stack_id,
@@ -83,3 +86,9 @@ def resource_row(r: Record) -> ResourceRow:
         }
     )
     return row
+
+
+def reference(r: Record) -> Reference:
+    """The row's `Reference` (a statement selecting `REFERENCE_COLUMNS`)."""
+    attributes = r["attributes"] or {}
+    return Reference(r["resource_id"], r["stack_id"], r["name"], r["type"], r["physical_id"], attributes)
