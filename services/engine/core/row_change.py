@@ -100,15 +100,14 @@ def _set_only(self: ResourceChange, **fields: Any) -> None:
     a resource's check and result make several of each: docs/performance.md, stop 35);
     the class keeps its typed, keyword-only signature for callers and type checks.
     tests/unit/test_row_changes.py holds it to what the dataclass's own would make."""
-    if not fields.keys() <= _NAMES:
-        unknown = ", ".join(sorted(fields.keys() - _NAMES))
+    if not fields.keys() <= _ORDER.keys():
+        unknown = ", ".join(sorted(fields.keys() - _ORDER.keys()))
         raise TypeError(f"ResourceChange() got unexpected keyword arguments: {unknown}")
     if UNSET in fields.values():
         fields = {name: value for name, value in fields.items() if value is not UNSET}
     self.__dict__.update(fields)
 
 
-_NAMES: Final = frozenset(COLUMNS)
 ResourceChange.__init__ = _set_only  # type: ignore[method-assign]
 
 #: The change that writes nothing.

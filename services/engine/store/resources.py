@@ -34,6 +34,9 @@ from services.engine.store.prefetch import Prefetched
 from services.engine.store.row_writes import HeldWrites
 from services.engine.store.rows import REFERENCE_COLUMNS, RESOURCE_COLUMNS, reference, resource_row
 
+#: The current rows (not replaced) of stack $1 named in $2.
+_CURRENT_NAMED = "WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL"
+
 #: The advisory lock class of an operation's claim of a stack's rows (`announce_claim`).
 CLAIM_CLASS = 0x436E7643
 
@@ -151,22 +154,14 @@ class ResourceStatements:
         if self._reads is not None and all((stack_id, n) in self._reads.references for n in wanted):
             known = ((n, self._reads.references[(stack_id, n)]) for n in wanted)
             return {n: reference for n, reference in known if reference is not None}
-        rows = await self._c.fetch(
-            f"""SELECT {REFERENCE_COLUMNS} FROM resources
-                WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
-            stack_id,
-            wanted,
-        )
+        sql = f"SELECT {REFERENCE_COLUMNS} FROM resources {_CURRENT_NAMED}"
+        rows = await self._c.fetch(sql, stack_id, wanted)
         return {r["name"]: reference(r) for r in rows}
 
     async def current_resources(self, stack_id: StackId, names: Iterable[str]) -> dict[str, ResourceRow]:
         """The current row (not replaced) of each named resource."""
-        rows = await self._c.fetch(
-            f"""SELECT {RESOURCE_COLUMNS} FROM resources
-                WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL""",
-            stack_id,
-            list(names),
-        )
+        sql = f"SELECT {RESOURCE_COLUMNS} FROM resources {_CURRENT_NAMED}"
+        rows = await self._c.fetch(sql, stack_id, list(names))
         return {r["name"]: resource_row(r) for r in rows}
 
     async def resource_by_physical_id(
