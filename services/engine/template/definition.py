@@ -16,7 +16,7 @@ from typing import Any
 
 from services.engine.template.environment import Environment
 from services.engine.template.limits import DEFAULT_LIMITS, TemplateLimits
-from services.engine.template.template import Template
+from services.engine.template.template import TemplateHeader
 
 
 class DeletionPolicy(StrEnum):
@@ -93,7 +93,7 @@ class UncheckedValue:
 
 @dataclass(frozen=True)
 class StackDefinition:
-    template: Template
+    template: TemplateHeader  # the rest of the template is compiled into what follows
     environment: Environment
     identity: StackIdentity
     parameters: Mapping[str, Any]  # resolved values of the declared parameters

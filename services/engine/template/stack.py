@@ -195,7 +195,7 @@ def build_stack(
             name, None if value is OMIT else value, snippet.description, True, frozenset(refs)
         )
     return StackDefinition(
-        template=tmpl,
+        template=tmpl.header(),
         environment=env,
         identity=identity,
         parameters=values,

@@ -71,6 +71,19 @@ class OutputSnippet:
 
 
 @dataclass(frozen=True)
+class TemplateHeader:
+    """What a loaded stack keeps of its template (`StackDefinition.template`): its
+    resources, outputs and conditions live on compiled there, so their snippets are
+    not kept twice (in memory, and in every definition the template pool pickles)."""
+
+    version: TemplateVersion
+    description: str = ""
+    parameter_groups: tuple[ParameterGroup, ...] = ()
+    parameters: Mapping[str, ParameterSchema] = field(default_factory=dict)
+    has_parameter_groups: bool = False
+
+
+@dataclass(frozen=True)
 class Template:
     """A structurally valid HOT template."""
 
@@ -82,6 +95,11 @@ class Template:
     outputs: Mapping[str, OutputSnippet] = field(default_factory=dict)
     conditions: Mapping[str, Any] = field(default_factory=dict)
     has_parameter_groups: bool = False
+
+    def header(self) -> TemplateHeader:
+        return TemplateHeader(
+            self.version, self.description, self.parameter_groups, self.parameters, self.has_parameter_groups
+        )
 
 
 def parse_template(
