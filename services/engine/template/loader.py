@@ -270,9 +270,14 @@ class _Meter:
             )
 
 
-def _normalise(value: Any, limits: TemplateLimits, depth: int, meter: _Meter | None = None) -> Any:
+def _normalise(
+    value: Any, limits: TemplateLimits, depth: int, strings: dict[str, str], meter: _Meter | None = None
+) -> Any:
     """Return `value` as JSON-like data: str keys, no bytes/sets/dates; with a
-    `meter`, count its size as compact JSON as it is copied."""
+    `meter`, count its size as compact JSON as it is copied. Equal strings become one
+    object (`strings`: those seen so far), so a name the template repeats (a resource's,
+    in every get_attr and depends_on naming it; a type's) is held once by what is
+    compiled from it, and pickled once with it."""
     if depth > limits.max_depth:
         raise DocumentError(_too_deep(limits))
     if isinstance(value, dict):
@@ -284,15 +289,19 @@ def _normalise(value: Any, limits: TemplateLimits, depth: int, meter: _Meter | N
                 key = _scalar_key(key)
             if meter is not None:
                 meter.take(len(key) + 3, limits)
-            out[key] = _normalise(item, limits, depth + 1, meter)
+            out[strings.setdefault(key, key)] = _normalise(item, limits, depth + 1, strings, meter)
         return out
     if isinstance(value, list):
         if meter is not None:
             meter.take(2 + len(value), limits)
-        return [_normalise(item, limits, depth + 1, meter) for item in value]
-    if value is None or isinstance(value, str | bool | int | float):
+        return [_normalise(item, limits, depth + 1, strings, meter) for item in value]
+    if isinstance(value, str):
         if meter is not None:
-            meter.take(len(value) + 2 if isinstance(value, str) else 5, limits)
+            meter.take(len(value) + 2, limits)
+        return strings.setdefault(value, value)
+    if value is None or isinstance(value, bool | int | float):
+        if meter is not None:
+            meter.take(5, limits)
         return value
     raise DocumentError(f"unsupported value of type {type(value).__name__}")
 
@@ -323,7 +332,7 @@ def load_document(
         budget = Budget(limits)
     if isinstance(source, Mapping):
         try:
-            data: Any = _normalise(dict(source), limits, 1, _Meter(limits.max_template_bytes, what))
+            data: Any = _normalise(dict(source), limits, 1, {}, _Meter(limits.max_template_bytes, what))
         except RecursionError as exc:
             raise DocumentError(f"{what} is nested too deeply") from exc
         return data  # type: ignore[no-any-return]
@@ -362,7 +371,7 @@ def load_document(
     if not is_json:
         return data  # built by _parse_yaml: already normalised and limited
     try:
-        return _normalise(data, limits, 1)  # type: ignore[no-any-return]
+        return _normalise(data, limits, 1, {})  # type: ignore[no-any-return]
     except RecursionError as exc:
         raise DocumentError(f"{what} is nested too deeply") from exc
 

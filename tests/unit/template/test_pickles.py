@@ -7,6 +7,7 @@ exercised with real processes in tests/integration/test_template_pool.py).
 
 from __future__ import annotations
 
+import json
 import pickle
 
 from services.engine.goals import GoalSpec, load_goal
@@ -99,3 +100,28 @@ def test_a_definition_pickles_its_template_header_not_its_snippets_again() -> No
     assert copy.hidden_parameters() == frozenset({"p"})
     assert set(copy.resources) == {"only_here_as_a_snippet"}
     assert set(copy.outputs) == {"o"}
+
+
+def test_a_name_the_template_repeats_is_one_string_in_the_definition_and_its_pickle() -> None:
+    """A JSON body decodes every occurrence of a name as its own string; the loaded
+    definition holds one (a 10k-resource definition was an eighth smaller for it)."""
+    text = json.dumps(
+        {
+            "heat_template_version": "2021-04-16",
+            "resources": {
+                "a": {"type": "OS::Heat::TestResource"},
+                "b": {
+                    "type": "OS::Heat::TestResource",
+                    "properties": {"value": {"get_attr": ["a", "output"]}},
+                    "depends_on": ["a"],
+                },
+            },
+        }
+    )
+    definition = load_goal(GoalSpec(json.loads(text)), IDENTITY, TYPES, DEFAULT_LIMITS).definition
+    for loaded in (definition, pickle.loads(pickle.dumps(definition))):
+        a, b = loaded.resources["a"], loaded.resources["b"]
+        (required,) = b.requires
+        assert required is a.name
+        assert b.depends_on[0] is a.name
+        assert b.type is a.type
