@@ -37,6 +37,7 @@ from services.engine.core.model import (
     Node,
     ResourceId,
     ResourceRow,
+    RowLinks,
     StackId,
     StackRow,
     Status,
@@ -144,7 +145,7 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
     # request (`goals.prepare_update`): unpickled while PostgreSQL claims the rows.
     definition = None if definitions.is_packed(template_id) else await definitions.get(tx, *found)
     await tx.announce_claim(stack_id)  # batches leave its rows alone meanwhile
-    claiming = asyncio.ensure_future(tx.claim_resources(stack_id))  # rows before the stack row
+    claiming = asyncio.ensure_future(tx.claim_links(stack_id))  # rows before the stack row
     try:
         await asyncio.sleep(0)  # the claim's statement is sent
         definition = definition or definitions.at_hand(template_id)  # no statement of its own
@@ -162,7 +163,11 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
 
 
 async def _lay_out(
-    tx: Tx, stack: StackRow, template_id: TemplateId, definition: StackDefinition, existing: list[ResourceRow]
+    tx: Tx,
+    stack: StackRow,
+    template_id: TemplateId,
+    definition: StackDefinition,
+    existing: Sequence[ResourceRow] | Sequence[RowLinks],
 ) -> dict[Node, GraphNode]:
     """Rows for the resources of `definition` the stack has none of yet, and the graph
     of a traversal to it from `existing` (the stack's claimed rows)."""

@@ -40,6 +40,7 @@ from services.engine.core.model import (
     Node,
     ResourceId,
     ResourceRow,
+    RowLinks,
     TraversalId,
     cleanup,
     forward,
@@ -52,7 +53,7 @@ def traversal_graph(
     *,
     template_requires: Mapping[str, frozenset[str]],
     current_rows: Mapping[str, ResourceId],
-    existing: Iterable[ResourceRow],
+    existing: Iterable[ResourceRow] | Iterable[RowLinks],
 ) -> dict[Node, GraphNode]:
     """Nodes keyed by id. `current_rows` maps every template resource to its row."""
     requires: dict[Node, set[Node]] = defaultdict(set)

@@ -133,6 +133,20 @@ class Reference:
     attributes: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class RowLinks:
+    """What a traversal's graph reads of an existing row (`core.graph.traversal_graph`):
+    its id and name, and the links stored on it, without the rest of the row (an update
+    claims these of every row of its stack: `Tx.claim_links`)."""
+
+    resource_id: ResourceId
+    name: str
+    replaced_by: ResourceId | None
+    replaces: ResourceId | None
+    requires: frozenset[ResourceId]
+    job_requires: frozenset[ResourceId] | None
+
+
 @dataclass(frozen=True)
 class GraphNode:
     node: Node

@@ -22,6 +22,7 @@ from services.engine.core.model import (
     Reference,
     ResourceId,
     ResourceRow,
+    RowLinks,
     StackId,
     Status,
     TemplateId,
@@ -29,10 +30,17 @@ from services.engine.core.model import (
 )
 from services.engine.core.row_change import ResourceChange
 from services.engine.store.advisory import uuid_key
-from services.engine.store.driver import Conn
+from services.engine.store.driver import Conn, Record
 from services.engine.store.prefetch import Prefetched
 from services.engine.store.row_writes import HeldWrites
-from services.engine.store.rows import REFERENCE_COLUMNS, RESOURCE_COLUMNS, reference, resource_row
+from services.engine.store.rows import (
+    LINK_COLUMNS,
+    REFERENCE_COLUMNS,
+    RESOURCE_COLUMNS,
+    reference,
+    resource_row,
+    row_links,
+)
 
 #: The current rows (not replaced) of stack $1 named in $2.
 _CURRENT_NAMED = "WHERE stack_id = $1 AND name = ANY($2::text[]) AND replaced_by IS NULL"
@@ -71,16 +79,25 @@ class ResourceStatements:
         A new traversal starts from these rows; any decision taken from an
         earlier read of them fails its compare-and-swap and is made again.
         """
-        rows = await self._c.fetch(
+        rows = await self._claim(stack_id, RESOURCE_COLUMNS)
+        return sorted((resource_row(r) for r in rows), key=lambda row: row.resource_id)
+
+    async def claim_links(self, stack_id: StackId) -> list[RowLinks]:
+        """`claim_resources`, returning only what a traversal's graph reads of each row
+        (an update's start: the rest of 10k rows was a third of the claim's time)."""
+        rows = await self._claim(stack_id, LINK_COLUMNS)
+        return sorted((row_links(r) for r in rows), key=lambda row: row.resource_id)
+
+    async def _claim(self, stack_id: StackId, columns: str) -> list[Record]:
+        return await self._c.fetch(
             f"""WITH claimed AS (
                     SELECT resource_id FROM resources WHERE stack_id = $1 ORDER BY resource_id FOR UPDATE
                 )
                 UPDATE resources r SET version = r.version + 1 FROM claimed
                 WHERE r.resource_id = claimed.resource_id
-                RETURNING {", ".join(f"r.{c.strip()}" for c in RESOURCE_COLUMNS.split(","))}""",
+                RETURNING {", ".join(f"r.{c.strip()}" for c in columns.split(","))}""",
             stack_id,
         )
-        return sorted((resource_row(r) for r in rows), key=lambda row: row.resource_id)
 
     async def announce_claim(self, stack_id: StackId) -> None:
         """Say that this transaction, an operation, is about to claim the stack's rows

@@ -8,7 +8,7 @@ reads a row the same way.
 
 from __future__ import annotations
 
-from services.engine.core.model import Action, Reference, ResourceRow, StackRow, Status
+from services.engine.core.model import Action, Reference, ResourceRow, RowLinks, StackRow, Status
 from services.engine.store.driver import Record
 
 RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, status, status_reason,
@@ -18,6 +18,8 @@ RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, st
 
 #: What a resource's dependents read of it (`Reference`).
 REFERENCE_COLUMNS = "resource_id, stack_id, name, type, physical_id, attributes"
+
+LINK_COLUMNS = "resource_id, name, replaced_by, replaces, requires, job_requires"
 
 STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,
     current_template_id, previous_template_id, disable_rollback, timeout_mins, owner_stack_id,
@@ -86,6 +88,19 @@ def resource_row(r: Record) -> ResourceRow:
         }
     )
     return row
+
+
+def row_links(r: Record) -> RowLinks:
+    """The row's `RowLinks` (a statement selecting `LINK_COLUMNS`)."""
+    requires, job_requires = r["requires"], r["job_requires"]
+    return RowLinks(
+        r["resource_id"],
+        r["name"],
+        r["replaced_by"],
+        r["replaces"],
+        frozenset(requires or ()),
+        frozenset(job_requires) if job_requires is not None else None,
+    )
 
 
 def reference(r: Record) -> Reference:
