@@ -3,7 +3,8 @@
 `job_for` makes the `ResourceJob` for an action on a row; `deadline_for` is
 when it is abandoned (the stack's timeout, else an hour, from `now`, which the
 caller reads from its injected clock, `core.sources`); `reference_data` is
-what a completed resource passes to the resources that depend on it.
+what a completed resource passes to the resources that depend on it, and
+`output_data` what a stack's outputs read of its current rows.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.engine.core.child_attributes import GroupAttributes
-from services.engine.core.model import Reference, ResourceRow, StackRow, TraversalId
+from services.engine.core.model import Reference, ResourceRow, StackRow, Status, TraversalId
 from services.engine.core.nesting import CHAIN_TYPE, GROUP_TYPE
 from services.engine.template import ResourceData
 from services.engine.template.environment import is_template_reference
@@ -75,3 +76,18 @@ def reference_data(row: ResourceRow | Reference, types: Mapping[str, type[Resour
     if row.type in (GROUP_TYPE, CHAIN_TYPE):
         attributes = GroupAttributes(row.attributes)
     return ResourceData(reference_id=reference, attributes=attributes)
+
+
+def output_data(
+    rows: Mapping[str, ResourceRow], types: Mapping[str, type[ResourceType]]
+) -> dict[str, ResourceData]:
+    """What a stack's outputs (a stack show's, a nested stack's answer to its parent) read
+    of its current `rows`, by name: a failed resource's error, a created one's
+    `reference_data`; a resource not created yet passes nothing."""
+    data: dict[str, ResourceData] = {}
+    for name, row in rows.items():
+        if row.status is Status.FAILED:
+            data[name] = ResourceData(None, error=row.status_reason or "the resource failed")
+        elif row.physical_id is not None:
+            data[name] = reference_data(row, types)
+    return data

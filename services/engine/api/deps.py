@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from services.engine.api.masking import SecretsCache
 from services.engine.configs import DEFAULT_CONFIG_BYTES
-from services.engine.core.model import StackId, Status, TemplateId
+from services.engine.core.model import StackId, TemplateId
 from services.engine.definitions import DefinitionCache
-from services.engine.jobs import reference_data
+from services.engine.jobs import output_data
 from services.engine.observation import Observing
 from services.engine.operations import Operations
 from services.engine.resolving import output_values
@@ -24,7 +24,6 @@ from services.engine.template import (
     DEFAULT_LIMITS,
     CustomConstraints,
     OutputValue,
-    ResourceData,
     StackDefinition,
     TemplateLimits,
 )
@@ -122,10 +121,5 @@ class ApiDeps:
             definition = await self.definitions.get(tx, row, row.current_template_id)
             referred = {name for output in definition.outputs.values() for name in output.requires}
             rows = await tx.current_resources(row.stack_id, referred) if referred else {}
-        data: dict[str, ResourceData] = {}
-        for name, r in rows.items():
-            if r.status is Status.FAILED:
-                data[name] = ResourceData(None, error=r.status_reason or "the resource failed")
-            elif r.physical_id is not None:
-                data[name] = reference_data(r, self.types)
+        data = output_data(rows, self.types)
         return definition, await output_values(self.templates, definition, data)

@@ -29,12 +29,12 @@ from services.engine.core.nesting import MEMBER_GROUPS, SCALING_TYPE, is_nested,
 from services.engine.core.row_change import ResourceChange
 from services.engine.definitions import DefinitionCache
 from services.engine.effects import Effects
-from services.engine.jobs import reference_data
+from services.engine.jobs import output_data
 from services.engine.nested.messages import CancelNested
 from services.engine.resolving import output_values
 from services.engine.snapshotting import snapshot_ended
 from services.engine.store.tx import Tx
-from services.engine.template import ResourceData, StackDefinition
+from services.engine.template import StackDefinition
 from services.engine.template_pool import INLINE, TemplateRunner
 from shared.plugins import ResourceType
 from shared.protocol import ENGINE_QUEUE, JobAction, JobOutcome, JobResult
@@ -170,12 +170,7 @@ class Answers:
             assert child.current_template_id is not None
             definition = await self._definitions.get(tx, child, child.current_template_id)
         rows = await tx.current_resources(child.stack_id, definition.resources)
-        data: dict[str, ResourceData] = {}
-        for name, r in rows.items():
-            if r.status is Status.FAILED:
-                data[name] = ResourceData(None, error=r.status_reason or "the resource failed")
-            elif r.physical_id is not None:
-                data[name] = reference_data(r, self._types)
+        data = output_data(rows, self._types)
         members = (
             [Member(n, d.reference_id, d.attributes) for n, d in data.items() if d.error is None]
             if owner_type in MEMBER_GROUPS
