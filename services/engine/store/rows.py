@@ -19,6 +19,7 @@ RESOURCE_COLUMNS = """resource_id, stack_id, name, type, physical_id, action, st
 #: What a resource's dependents read of it (`Reference`).
 REFERENCE_COLUMNS = "resource_id, stack_id, name, type, physical_id, attributes"
 
+#: What a traversal's graph reads of a row (`RowLinks`).
 LINK_COLUMNS = "resource_id, name, replaced_by, replaces, requires, job_requires"
 
 STACK_COLUMNS = """stack_id, project_id, name, action, status, status_reason, current_traversal,

@@ -97,6 +97,7 @@ class Template:
     has_parameter_groups: bool = False
 
     def header(self) -> TemplateHeader:
+        """What a loaded stack keeps of this template (`stack.build_stack`)."""
         return TemplateHeader(
             self.version, self.description, self.parameter_groups, self.parameters, self.has_parameter_groups
         )
