@@ -149,6 +149,9 @@ async def start_reserved(tx: Tx, msg: StartTraversal, fx: Effects, *, definition
     try:
         await asyncio.sleep(0)  # the claim's statement is sent
         definition = definition or definitions.at_hand(template_id)  # no statement of its own
+    except asyncio.CancelledError:  # the engine stops: not waiting for the locks the claim waits on
+        claiming.cancel()
+        raise
     finally:  # the connection is the claim's until it has answered, whatever happened here
         existing = await claiming
     definition = definition or await definitions.get(tx, *found)  # pushed out of the cache meanwhile
