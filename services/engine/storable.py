@@ -46,14 +46,37 @@ def check_storable(value: Any, where: str) -> None:
             pending.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
 
 
+def storable_json(value: Any, where: str) -> str:
+    """`value` as compact JSON text (as its jsonb column is written), refused as
+    `check_storable` refuses: for a large document, the one encoding that checks it
+    is also the text stored (`goals.EncodedGoal`)."""
+    text = _compact(value)
+    if text is None or not _plain(text):
+        check_storable(value, where)  # names the place; or it only looked unstorable
+    return text if text is not None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _plainly_storable(value: Any) -> bool:
     """Whether `value` is storable, told at C speed for the usual document: JSON text
     with no NaN or Infinity, no NUL (escaped `\\u0000`) and valid UTF-8. False when
     that cannot tell (also for a value that only looks like a NUL, or is not JSON):
     `check_storable` then walks the value, and names where it is wrong."""
+    text = _compact(value)
+    return text is not None and _plain(text)
+
+
+def _compact(value: Any) -> str | None:
+    """`value` as compact JSON text; None if it is not JSON or holds NaN or Infinity."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _plain(text: str) -> bool:
+    """Whether JSON `text` is valid UTF-8 with no escaped NUL."""
+    try:
         text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError):  # ValueError: NaN/Infinity, UnicodeEncodeError
+    except UnicodeEncodeError:
         return False
     return "\\u0000" not in text
