@@ -197,8 +197,14 @@ async def test_a_stack_converges_live_and_is_updated_cancelled_and_deleted(
     focused = await page.evaluate("() => window.convergeDashboard.graph.focused")
     await page.keyboard.press("Enter")
     await expect(page.locator("#resource-detail h2")).to_have_text(focused)
-    # The list beside the graph opens a resource too: physical id, properties, attributes.
-    await page.locator("#resource-list li[data-name=web1] button").press("Enter")
+    # The list beside the graph opens a resource too: physical id, properties, attributes. A
+    # reload of the graph (as the stream asks for when an operation ends) keeps the list's
+    # focus where it was, so the keyboard's next key still reaches the item.
+    web1_button = page.locator("#resource-list li[data-name=web1] button")
+    await web1_button.focus()
+    await page.evaluate("() => window.convergeDashboard.page.load()")
+    assert await web1_button.evaluate("b => b === document.activeElement"), "a reload kept the focus"
+    await page.keyboard.press("Enter")
     await expect(page.locator("#resource-detail h2")).to_have_text("web1")
     await expect(page.locator("#resource-physical-id")).not_to_have_text("—")
     await expect(page.locator("#resource-properties")).to_contain_text('"name": "web-1"')

@@ -244,19 +244,30 @@ export class StackPage {
 
   // -- resources list (keyboard access to every node) ---------------------------
 
+  /**
+   * One item per node, sorted by name. A reload keeps the items it already has and moves
+   * only those out of place: a focused button taken out of the page loses the focus, and
+   * the keyboard's next key would go nowhere.
+   */
   buildList(nodes) {
+    const previous = this.items;
     this.items = new Map();
-    const items = [...nodes]
-      .sort((a, b) => a.name.localeCompare(b.name))
-      .map((n) => {
-        const button = h("button", { type: "button", class: "resource-item", onclick: () => this.openResource(n.name) });
-        const li = h("li", { dataset: { name: n.name } }, button);
-        this.items.set(n.name, li);
-        return li;
-      });
-    this.list.replaceChildren(...items);
+    for (const n of [...nodes].sort((a, b) => a.name.localeCompare(b.name))) {
+      this.items.set(n.name, previous.get(n.name) ?? this.listItem(n.name));
+    }
+    for (const [name, li] of previous) if (!this.items.has(name)) li.remove();
+    let next = this.list.firstElementChild;
+    for (const li of this.items.values()) {
+      if (li === next) next = next.nextElementSibling;
+      else this.list.insertBefore(li, next);
+    }
     for (const name of this.items.keys()) this.updateItem(name);
     this.filterList();
+  }
+
+  listItem(name) {
+    const button = h("button", { type: "button", class: "resource-item", onclick: () => this.openResource(name) });
+    return h("li", { dataset: { name } }, button);
   }
 
   updateItem(name) {
