@@ -8,7 +8,8 @@ of one core it kept busy), and the database and the kernel count the work:
 
 - transactions committed and rows written in the scratch database
   (`pg_stat_database`, `pg_stat_user_tables`), per resource;
-- CPU seconds of every service process (`/proc/<pid>/stat`) and of the whole
+- CPU seconds of every service, with the processes it started (an engine's
+  template pool), of PostgreSQL and RabbitMQ (`harness.cpu`), and of the whole
   machine (`/proc/stat`), per resource.
 
 - what the services' database sessions are doing, sampled every 20 ms
@@ -41,6 +42,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.harness import templates
+from bench.harness.cpu import OTHERS, CpuUse, spent
 from bench.harness.options import Options, Row, row, usual_size
 from bench.harness.sessions import STATES, Sessions, sampled
 from bench.harness.system import BIN, Outcome, System, running
@@ -49,35 +51,7 @@ RATE = 100  # py-spy samples per second
 TOP = 25
 SECTION = "engine profile (10k layered create, update and delete, distributed)"
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^:()]+)(?::\d+)?\)$")
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-#: Processes outside Converge whose CPU time is counted: PostgreSQL and RabbitMQ.
-OTHERS = ("postgres", "beam.smp")
-
 TABLE_STATS = """SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables"""
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime + stime
-
-
-def _by_command(names: tuple[str, ...]) -> dict[int, tuple[str, float]]:
-    """CPU seconds so far of every process whose command is one of `names`, by pid."""
-    found: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            comm = (entry / "comm").read_text().strip()
-        except OSError:
-            continue
-        if comm in names:
-            found[int(entry.name)] = (comm, _cpu_seconds(int(entry.name)))
-    return found
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -155,8 +129,7 @@ def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
 class _Counts:
     """What the kernel and the database have counted so far."""
 
-    cpu: dict[str, float]  # CPU seconds of each service process, by service name
-    others: dict[int, tuple[str, float]]  # CPU seconds of PostgreSQL's and RabbitMQ's processes, by pid
+    cpu: CpuUse  # of each service's processes, and of PostgreSQL's and RabbitMQ's
     ticks: tuple[int, int]  # the machine's (busy, total) jiffies
     commits: int
     tables: dict[str, tuple[int, int, int]]
@@ -164,8 +137,7 @@ class _Counts:
 
 async def _counts(system: System) -> _Counts:
     return _Counts(
-        cpu={s.name: _cpu_seconds(s.pid) for s in system.services},
-        others=await asyncio.to_thread(_by_command, OTHERS),
+        cpu=await system.cpu_use(),
         ticks=_machine_ticks(),
         commits=await _commits(system.pool),
         tables=await _table_stats(system.pool),
@@ -198,20 +170,18 @@ def _phase_rows(phase: str, n: int, before: _Counts, after: _Counts, seconds: fl
                 note=f"inserted {written[0]}, updated {written[1]}, deleted {written[2]}",
             )
         )
-    for name, seconds_now in sorted(after.cpu.items()):
-        used = seconds_now - before.cpu.get(name, 0.0)
+    used_by = spent(before.cpu, after.cpu)
+    for name in sorted(after.cpu.services):
+        used = used_by[name]
         rows.append(
             row(
                 f"CPU ms per resource, {name}{label}",
                 round(1000 * used / n, 3),
                 "ms",
-                note=f"{used:.1f} CPU s in {seconds:.1f} s",
+                note=f"{used:.1f} CPU s in {seconds:.1f} s, with the processes it started",
             )
         )
-    others: collections.defaultdict[str, float] = collections.defaultdict(float)
-    for pid, (comm, seconds_now) in after.others.items():
-        others[comm] += seconds_now - before.others.get(pid, (comm, 0.0))[1]
-    for comm, used in sorted(others.items()):
+    for comm, used in sorted((c, used_by.get(c, 0.0)) for c in OTHERS):
         rows.append(
             row(
                 f"CPU ms per resource, {comm}{label}",
@@ -295,7 +265,7 @@ async def _measure(system: System, n: int, options: Options, results: Path) -> l
         stack, outcome = await system.create_and_wait(
             "profiled", templates.layered(n), timeout=options.phase_timeout
         )
-    cpu_after = {s.name: _cpu_seconds(s.pid) for s in system.services}  # before py-spy's own wind-down
+    cpu_after = await system.cpu_use()  # before py-spy's own wind-down
     profile_text = await _stop_py_spy(spy, out, outcome.seconds) if spy is not None else ""
     await asyncio.sleep(1.5)  # statistics reach pg_stat_* within a second
     after = dataclasses.replace(await _counts(system), cpu=cpu_after)

@@ -3,7 +3,10 @@
 In each mode (`converge up`; distributed: 2 engines, 2 workers, 1 observer
 over RabbitMQ) one fresh system creates, updates (every resource changes)
 and deletes a 2,000-resource layered stack (bench/harness/templates.py), each
-phase timed from the request until the stack is no longer IN_PROGRESS; then,
+phase timed from the request until the stack is no longer IN_PROGRESS and
+its CPU time counted per resource (the services' processes with their
+template pools; "all" adds every PostgreSQL and RabbitMQ process:
+bench/harness/cpu.py), which a busy machine moves far less than the rates; then,
 on the same system, `repeats` updates each preempt a running create of the
 same stack shape, timed from the request to the new traversal's first check
 ("preempt") and to the request's answer ("accepted": its commit moved the
@@ -48,6 +51,7 @@ from typing import Any
 
 from bench.__main__ import RESULTS, commit, machine
 from bench.harness import templates
+from bench.harness.cpu import CpuUse, spent
 from bench.harness.options import Options, parse_modes
 from bench.harness.system import running
 from bench.preemption import percentile, samples
@@ -62,6 +66,7 @@ HIGHER_IS_BETTER = {
     "create": True,
     "update": True,
     "delete": True,
+    **{f"{phase} CPU, {whose}": False for phase in PHASES for whose in ("services", "all")},
     "preempt p50": False,
     "preempt p99": False,
     "accepted p50": False,
@@ -71,6 +76,7 @@ UNITS = {
     "create": "res/s",
     "update": "res/s",
     "delete": "res/s",
+    **{f"{phase} CPU, {whose}": "ms/res" for phase in PHASES for whose in ("services", "all")},
     "preempt p50": "ms",
     "preempt p99": "ms",
     "accepted p50": "ms",
@@ -105,15 +111,17 @@ async def _measure(mode: str, n: int, repeats: int, wait: float, options: Option
     """One system in `mode`: the three phases' rates, then the preemption samples."""
     figures: dict[str, Any] = {}
     async with running(mode, options) as system:
+        before = await system.cpu_use()
         stack, created = await system.create_and_wait(
             "quick", templates.layered(n), timeout=options.phase_timeout
         )
+        figures.update(_cpu_figures("create", n, before, await system.cpu_use()))
         outcomes = {"create": created}
         if created.ok:
-            outcomes["update"] = await system.run(
-                "update", stack, templates.layered(n, generation=2), timeout=options.phase_timeout
-            )
-            outcomes["delete"] = await system.run("delete", stack, None, timeout=options.phase_timeout)
+            for phase, template in (("update", templates.layered(n, generation=2)), ("delete", None)):
+                before = await system.cpu_use()
+                outcomes[phase] = await system.run(phase, stack, template, timeout=options.phase_timeout)
+                figures.update(_cpu_figures(phase, n, before, await system.cpu_use()))
         for phase in PHASES:
             outcome = outcomes.get(phase)
             ok = outcome is not None and outcome.ok
@@ -132,9 +140,22 @@ async def _measure(mode: str, n: int, repeats: int, wait: float, options: Option
     return figures
 
 
+def _cpu_figures(phase: str, n: int, before: CpuUse, after: CpuUse) -> dict[str, float]:
+    """CPU milliseconds per resource the phase cost: the services' own (with their
+    template pools), and all of it (with every PostgreSQL and RabbitMQ process, so
+    other work on the machine too). Steadier than a rate on a busy machine: a process
+    waiting for a core spends nothing (`harness.cpu`)."""
+    used = spent(before, after)
+    services = sum(used.get(name, 0.0) for name in after.services)
+    return {
+        f"{phase} CPU, services": round(1000 * services / n, 3),
+        f"{phase} CPU, all": round(1000 * sum(used.values()) / n, 3),
+    }
+
+
 def _median(values: list[Any]) -> float | None:
     numbers = [v for v in values if isinstance(v, int | float)]
-    return round(statistics.median(numbers), 1) if numbers else None
+    return round(statistics.median(numbers), 3) if numbers else None
 
 
 def _ratio(now: float | None, before: float | None) -> str:

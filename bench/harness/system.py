@@ -37,6 +37,7 @@ import aio_pika
 import aiohttp
 import asyncpg
 
+from bench.harness.cpu import CpuUse, snapshot
 from bench.harness.options import Options
 from tests.support.databases import create_database, drop_database
 
@@ -167,6 +168,11 @@ class System:
         for service in self.services:
             kinds.setdefault(service.name.split("-")[0], []).append(service)
         return kinds
+
+    async def cpu_use(self) -> CpuUse:
+        """CPU seconds so far of each service (with the processes it started), and of
+        PostgreSQL's and RabbitMQ's processes (`harness.cpu`)."""
+        return await asyncio.to_thread(snapshot, {s.name: s.pid for s in self.services if s.alive})
 
     def peak_rss(self) -> dict[str, float]:
         """Peak RSS (MiB) of each live service process, by name."""
