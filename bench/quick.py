@@ -6,7 +6,7 @@ and deletes a 2,000-resource layered stack (bench/harness/templates.py), each
 phase timed from the request until the stack is no longer IN_PROGRESS and
 its CPU time counted per resource (the services' processes with their
 template pools; "all" adds every PostgreSQL and RabbitMQ process:
-bench/harness/cpu.py), which a busy machine moves far less than the rates; then,
+bench/harness/cpu.py), which says where the cost went; then,
 on the same system, `repeats` updates each preempt a running create of the
 same stack shape, timed from the request to the new traversal's first check
 ("preempt") and to the request's answer ("accepted": its commit moved the
@@ -143,8 +143,7 @@ async def _measure(mode: str, n: int, repeats: int, wait: float, options: Option
 def _cpu_figures(phase: str, n: int, before: CpuUse, after: CpuUse) -> dict[str, float]:
     """CPU milliseconds per resource the phase cost: the services' own (with their
     template pools), and all of it (with every PostgreSQL and RabbitMQ process, so
-    other work on the machine too). Steadier than a rate on a busy machine: a process
-    waiting for a core spends nothing (`harness.cpu`)."""
+    other work on the machine too; `harness.cpu`)."""
     used = spent(before, after)
     services = sum(used.get(name, 0.0) for name in after.services)
     return {

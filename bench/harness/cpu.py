@@ -2,9 +2,10 @@
 
 Where it sits: `bench.quick` and `bench.engine_profile` take a `snapshot` of
 the running system before and after a phase; `spent` between the two,
-divided by the phase's resources, is what a resource cost. Unlike a rate, it
-hardly moves with what else the machine runs (a process waiting for a core
-spends nothing), so a change of a few percent shows.
+divided by the phase's resources, is what a resource cost, and where: in
+Converge's processes, or PostgreSQL's and RabbitMQ's. (On a shared virtual
+machine a CPU second is not a fixed amount of work: the same code's figure
+moves about as much as its rate; docs/performance.md, `make bench-quick`.)
 
 A service's figure is its process and every process under it (an engine's
 template pool, where an update's template is parsed). PostgreSQL's and
