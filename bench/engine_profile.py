@@ -181,7 +181,8 @@ def _phase_rows(phase: str, n: int, before: _Counts, after: _Counts, seconds: fl
                 note=f"{used:.1f} CPU s in {seconds:.1f} s, with the processes it started",
             )
         )
-    for comm, used in sorted((c, used_by.get(c, 0.0)) for c in OTHERS):
+    for comm in sorted(OTHERS):
+        used = used_by[comm]
         rows.append(
             row(
                 f"CPU ms per resource, {comm}{label}",
