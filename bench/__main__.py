@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.options import Options, Row, parse_modes, parse_shapes, parse_sizes
+from bench.harness.speed import loop_seconds
 from shared.logging import configure_logging
 
 HERE = Path(__file__).parent
@@ -66,7 +67,17 @@ def modules() -> list[str]:
     return [name for name in ORDER if name in found] + sorted(found - set(ORDER))
 
 
+def load_average() -> list[str]:
+    """The 1, 5 and 15 minute load averages, as /proc/loadavg writes them."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        return []
+
+
 def machine() -> dict[str, Any]:
+    """What ran the benchmarks, and how fast it ran plain Python when they started
+    (`harness.speed`)."""
     mem_kib = 0
     model = ""
     try:
@@ -77,16 +88,16 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-        load = Path("/proc/loadavg").read_text().split()[:3]
     except OSError:
-        load = []
+        pass
     return {
         "cpus": os.cpu_count(),
         "cpu_model": model,
         "memory_gib": round(mem_kib / 1024 / 1024, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "load_average_at_start": load,
+        "load_average_at_start": load_average(),
+        "python_loop_seconds": loop_seconds(),
     }
 
 
@@ -124,7 +135,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"commit `{report['commit']}`, modes `{', '.join(report['modes'])}`, "
         f"{m['cpus']} cores ({m.get('cpu_model', '')}), {m['memory_gib']} GiB, Python {m['python']}, "
-        f"load average at start {' '.join(m.get('load_average_at_start', []))}; "
+        f"load average at start {' '.join(m.get('load_average_at_start', []))}, "
+        f"a plain Python loop of 10^7 additions {m.get('python_loop_seconds', '?')} s; "
         f"distributed = {report['options']['distributed']['engines']} engines, "
         f"{report['options']['distributed']['workers']} workers, "
         f"{report['options']['distributed']['observers']} observer(s) over RabbitMQ, all on this machine.",

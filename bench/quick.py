@@ -6,7 +6,9 @@ and deletes a 2,000-resource layered stack (bench/harness/templates.py), each
 phase timed from the request until the stack is no longer IN_PROGRESS and
 its CPU time counted per resource (the services' processes with their
 template pools; "all" adds every PostgreSQL and RabbitMQ process:
-bench/harness/cpu.py), which says where the cost went; then,
+bench/harness/cpu.py), which says where the cost went; before each system
+starts, a plain Python loop is timed ("machine loop", bench/harness/speed.py),
+a yardstick of the machine beside the figures of the code; then,
 on the same system, `repeats` updates each preempt a running create of the
 same stack shape, timed from the request to the new traversal's first check
 ("preempt") and to the request's answer ("accepted": its commit moved the
@@ -49,10 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.__main__ import RESULTS, commit, machine
+from bench.__main__ import RESULTS, commit, load_average, machine
 from bench.harness import templates
 from bench.harness.cpu import CpuUse, spent
 from bench.harness.options import Options, parse_modes
+from bench.harness.speed import loop_seconds
 from bench.harness.system import running
 from bench.preemption import percentile, samples
 from shared.logging import configure_logging
@@ -71,6 +74,7 @@ HIGHER_IS_BETTER = {
     "preempt p99": False,
     "accepted p50": False,
     "accepted p99": False,
+    "machine loop": False,
 }
 UNITS = {
     "create": "res/s",
@@ -81,6 +85,7 @@ UNITS = {
     "preempt p99": "ms",
     "accepted p50": "ms",
     "accepted p99": "ms",
+    "machine loop": "s for 10^7 additions",
 }
 
 
@@ -108,8 +113,10 @@ def _env_pair(text: str) -> tuple[str, str]:
 
 
 async def _measure(mode: str, n: int, repeats: int, wait: float, options: Options) -> dict[str, Any]:
-    """One system in `mode`: the three phases' rates, then the preemption samples."""
-    figures: dict[str, Any] = {}
+    """One system in `mode`: the three phases' rates, then the preemption samples; and
+    first, how fast the machine runs plain Python (`harness.speed`), a yardstick for the
+    rest (not a figure of the code)."""
+    figures: dict[str, Any] = {"machine loop": loop_seconds()}
     async with running(mode, options) as system:
         before = await system.cpu_use()
         stack, created = await system.create_and_wait(
@@ -170,6 +177,8 @@ def _shown(value: Any) -> str:
 def _verdict(name: str, now: float | None, before: float | None) -> str:
     if not now or not before:
         return ""
+    if name == "machine loop":  # the yardstick: what the machine did, not the code
+        return "machine faster" if now < before else "machine slower"
     better = (now > before) == HIGHER_IS_BETTER[name]
     return "better" if better else "worse"
 
@@ -281,11 +290,12 @@ def main(argv: list[str]) -> int:
             title = f"previous {before.get('commit', '?')} ({before.get('started', '?')})"
             print("\nagainst the last committed quick result; ratio = now / previous:\n")
             print(table(title, f"now {report['commit']}", before["figures"]["A"], medians["A"]))
-            print("\n(a ratio between two runs on different days mostly measures the machine;")
-            print(" for a real comparison: python -m bench.quick --against <other checkout>)")
+            print("\n(a ratio between two runs on different days mostly measures the machine, as")
+            print(" its machine loop row suggests; for a real comparison:")
+            print(" python -m bench.quick --against <other checkout>)")
         out = results / LATEST
     out.write_text(json.dumps(report, indent=2) + "\n")
-    load = " ".join(machine().get("load_average_at_start", []))
+    load = " ".join(load_average())
     print(f"\n{report['seconds']} s; load average now {load}; wrote {out}")
     failed = any(isinstance(k, str) and k.endswith("failed") for x in report["rounds"] for k in x)
     return 1 if failed else 0

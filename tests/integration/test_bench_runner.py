@@ -59,8 +59,11 @@ def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_
         assert figures[f"{phase} layered 20"]["value"] > 0, figures
     assert any(name.startswith("peak RSS up") for name in figures)
     assert report["machine"]["cpus"]
+    assert report["machine"]["python_loop_seconds"] > 0  # the machine's yardstick (harness.speed)
     assert report["commit"]
-    assert "| throughput | up | create layered 20 |" in written.with_suffix(".md").read_text()
+    markdown = written.with_suffix(".md").read_text()
+    assert "| throughput | up | create layered 20 |" in markdown
+    assert f"a plain Python loop of 10^7 additions {report['machine']['python_loop_seconds']} s" in markdown
 
 
 def test_the_engine_profile_counts_the_create_the_update_and_the_delete_per_resource(tmp_path: Path) -> None:
@@ -94,7 +97,14 @@ def _quick(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_bench_quick_measures_both_modes_and_prints_them_beside_the_previous_result(tmp_path: Path) -> None:
     previous = tmp_path / "previous.json"
-    figures = {"create": 100.0, "update": 50.0, "delete": 200.0, "preempt p50": 10.0, "preempt p99": 20.0}
+    figures = {
+        "create": 100.0,
+        "update": 50.0,
+        "delete": 200.0,
+        "preempt p50": 10.0,
+        "preempt p99": 20.0,
+        "machine loop": 0.001,  # no machine is that fast: this run's is slower
+    }
     previous.write_text(
         json.dumps({"commit": "abc1234", "started": "20260101T000000Z", "figures": {"A": {"up": figures}}})
     )
@@ -115,6 +125,11 @@ def test_bench_quick_measures_both_modes_and_prints_them_beside_the_previous_res
     up_create = report["figures"]["A"]["up"]["create"]
     assert f"| up | create (res/s) | 100 | {up_create:g} | {up_create / 100:.2f}x |" in done.stdout
     assert "| distributed | create (res/s) | — |" in done.stdout  # nothing to compare with
+    # Each system's run starts with the machine's yardstick, printed beside the previous one.
+    loop = report["figures"]["A"]["up"]["machine loop"]
+    assert loop > 0
+    assert f"| up | machine loop (s for 10^7 additions) | 0.001 | {loop:g} |" in done.stdout
+    assert "| machine slower |" in done.stdout
 
 
 def test_bench_quick_alternates_two_arms_in_one_run(tmp_path: Path) -> None:
