@@ -6,7 +6,9 @@ and deletes a 2,000-resource layered stack (bench/harness/templates.py), each
 phase timed from the request until the stack is no longer IN_PROGRESS and
 its CPU time counted per resource (the services' processes with their
 template pools; "all" adds every PostgreSQL and RabbitMQ process:
-bench/harness/cpu.py), which says where the cost went; before each system
+bench/harness/cpu.py), which says where the cost went, and the statements
+the engines sent PostgreSQL per resource (their `/metrics`), a count the
+machine's speed hardly moves; before each system
 starts, a plain Python loop is timed ("machine loop", bench/harness/speed.py),
 a yardstick of the machine beside the figures of the code; then,
 on the same system, `repeats` updates each preempt a running create of the
@@ -70,6 +72,7 @@ HIGHER_IS_BETTER = {
     "update": True,
     "delete": True,
     **{f"{phase} CPU, {whose}": False for phase in PHASES for whose in ("services", "all")},
+    **{f"{phase} statements": False for phase in PHASES},
     "preempt p50": False,
     "preempt p99": False,
     "accepted p50": False,
@@ -81,6 +84,7 @@ UNITS = {
     "update": "res/s",
     "delete": "res/s",
     **{f"{phase} CPU, {whose}": "ms/res" for phase in PHASES for whose in ("services", "all")},
+    **{f"{phase} statements": "per res" for phase in PHASES},
     "preempt p50": "ms",
     "preempt p99": "ms",
     "accepted p50": "ms",
@@ -118,17 +122,19 @@ async def _measure(mode: str, n: int, repeats: int, wait: float, options: Option
     rest (not a figure of the code)."""
     figures: dict[str, Any] = {"machine loop": loop_seconds()}
     async with running(mode, options) as system:
-        before = await system.cpu_use()
+        before, sent = await system.cpu_use(), await system.db_statements()
         stack, created = await system.create_and_wait(
             "quick", templates.layered(n), timeout=options.phase_timeout
         )
         figures.update(_cpu_figures("create", n, before, await system.cpu_use()))
+        figures["create statements"] = _per_resource(sent, await system.db_statements(), n)
         outcomes = {"create": created}
         if created.ok:
             for phase, template in (("update", templates.layered(n, generation=2)), ("delete", None)):
-                before = await system.cpu_use()
+                before, sent = await system.cpu_use(), await system.db_statements()
                 outcomes[phase] = await system.run(phase, stack, template, timeout=options.phase_timeout)
                 figures.update(_cpu_figures(phase, n, before, await system.cpu_use()))
+                figures[f"{phase} statements"] = _per_resource(sent, await system.db_statements(), n)
         for phase in PHASES:
             outcome = outcomes.get(phase)
             ok = outcome is not None and outcome.ok
@@ -157,6 +163,12 @@ def _cpu_figures(phase: str, n: int, before: CpuUse, after: CpuUse) -> dict[str,
         f"{phase} CPU, services": round(1000 * services / n, 3),
         f"{phase} CPU, all": round(1000 * sum(used.values()) / n, 3),
     }
+
+
+def _per_resource(before: float | None, after: float | None, n: int) -> float | None:
+    """Statements the engines sent PostgreSQL during a phase, per resource (None for a
+    checkout whose engines do not count them)."""
+    return None if before is None or after is None else round((after - before) / n, 3)
 
 
 def _median(values: list[Any]) -> float | None:

@@ -49,6 +49,8 @@ MAX_TEMPLATE_BYTES = 128 * 1024 * 1024
 #: overstate (a stack row read by primary key; 50 ms added 25 ms on average to a
 #: 20 s critical path, an eighth of a percent).
 SETTLED_POLL = 0.01
+#: What an engine counts of the statements it sends PostgreSQL (`store.lifecycle.open_database`).
+STATEMENTS_METRIC = "converge_engine_db_statements_total"
 #: Every queue the services declare (`shared.protocol`, `shared.notifications`).
 QUEUES = ("engine", "jobs", "observe", "notifications.sandbox")
 
@@ -177,6 +179,20 @@ class System:
         """CPU seconds so far of each service (with the processes it started), and of
         PostgreSQL's and RabbitMQ's processes (`harness.cpu`)."""
         return await asyncio.to_thread(snapshot, {s.name: s.pid for s in self.services if s.alive})
+
+    async def db_statements(self) -> float | None:
+        """Statements the engines have sent PostgreSQL so far, all engines together (their
+        `/metrics`: `converge_engine_db_statements_total`); None when no engine counts them
+        (a checkout from before the count)."""
+        total: float | None = None
+        engines = [s for s in self.services if s.alive and (s.name == "up" or s.name.startswith("engine"))]
+        for service in engines:
+            async with self.session.get(f"http://127.0.0.1:{service.port}/metrics") as response:
+                text = await response.text()
+            for line in text.splitlines():
+                if line.startswith(f"{STATEMENTS_METRIC} "):
+                    total = (total or 0.0) + float(line.split()[1])
+        return total
 
     def peak_rss(self) -> dict[str, float]:
         """Peak RSS (MiB) of each live service process, by name."""

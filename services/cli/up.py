@@ -140,7 +140,7 @@ async def up(settings: UpSettings, stop: asyncio.Event) -> None:
     registry, readiness = CollectorRegistry(), Readiness()
     supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(open_database(settings))
+        pool = await stack.enter_async_context(open_database(settings, registry=registry))
         bus = await open_bus(settings)
         stack.push_async_callback(bus.close)
         session = await stack.enter_async_context(aiohttp.ClientSession())

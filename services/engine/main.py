@@ -46,7 +46,7 @@ async def serve(settings: EngineSettings, stop: asyncio.Event) -> None:
     registry, readiness = CollectorRegistry(), Readiness()
     supervisor = Supervisor(on_crash=lambda _name, _exc: stop.set())
     async with contextlib.AsyncExitStack() as stack:
-        pool = await stack.enter_async_context(open_database(settings))
+        pool = await stack.enter_async_context(open_database(settings, registry=registry))
         bus = await AmqpBus.connect(
             amqp_url,
             prefix=settings.queue_prefix,

@@ -12,9 +12,10 @@ outbox, ...); the API's reads are in `store/queries.py`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -43,12 +44,19 @@ DATABASE_ERRORS = (asyncpg.PostgresError, *CONNECT_ERRORS)
 
 
 async def connect(
-    url: str, *, size: int = 10, application_name: str = "converge", wait: float = 0.0
+    url: str,
+    *,
+    size: int = 10,
+    application_name: str = "converge",
+    wait: float = 0.0,
+    on_statement: Callable[[], object] | None = None,
 ) -> asyncpg.Pool:
     """Open a pool to `url`, trying again for up to `wait` seconds while the server
     is not reachable; then raise `StoreUnavailable` naming what failed (at once for
     a database that does not exist). Connections carry `application_name`, so
-    operators see which service holds them."""
+    operators see which service holds them. `on_statement` is called once for every
+    statement a connection sends after it opened (`BEGIN`, `COMMIT` and the pool's
+    reset of a connection given back included)."""
 
     async def attempt() -> asyncpg.Pool:
         pool: asyncpg.Pool = await asyncpg.create_pool(
@@ -57,7 +65,7 @@ async def connect(
             max_size=size,
             timeout=10,
             command_timeout=60,
-            init=_init_connection,
+            init=functools.partial(_init_connection, on_statement=on_statement),
             server_settings={"application_name": application_name},
         )
         return pool
@@ -72,9 +80,17 @@ async def connect(
         raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(
+    conn: asyncpg.Connection, *, on_statement: Callable[[], object] | None = None
+) -> None:
     for kind in ("json", "jsonb"):
         await conn.set_type_codec(kind, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    if on_statement is not None:
+
+        def counted(_query: Any) -> None:  # asyncpg calls it soon after each statement, on the loop
+            on_statement()
+
+        conn.add_query_logger(counted)
 
 
 class Store:
