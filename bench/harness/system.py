@@ -185,8 +185,8 @@ class System:
         `/metrics`: `converge_engine_db_statements_total`); None when no engine counts them
         (a checkout from before the count)."""
         total: float | None = None
-        engines = [s for s in self.services if s.alive and (s.name == "up" or s.name.startswith("engine"))]
-        for service in engines:
+        kinds = self.by_kind()
+        for service in [*kinds.get("up", []), *kinds.get("engine", [])]:
             async with self.session.get(f"http://127.0.0.1:{service.port}/metrics") as response:
                 text = await response.text()
             for line in text.splitlines():

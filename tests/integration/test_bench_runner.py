@@ -157,7 +157,6 @@ def test_bench_quick_counts_each_phases_cpu_per_resource(tmp_path: Path) -> None
         # The services' own CPU (`converge up` and its template pool: 200 resources take
         # it well past the kernel's 10 ms tick), then with PostgreSQL's and RabbitMQ's.
         assert 0 < figures[f"{phase} CPU, services"] <= figures[f"{phase} CPU, all"], figures
+        assert figures[f"{phase} statements"] > 0, figures  # from the engine's /metrics
     assert "| up | update CPU, services (ms/res) |" in done.stdout
-    for phase in ("create", "update", "delete"):  # from the engine's /metrics
-        assert figures[f"{phase} statements"] > 0, figures
     assert "| up | create statements (per res) |" in done.stdout
