@@ -54,6 +54,9 @@ class ServiceProcess:
                 if isinstance(parsed, dict):
                     self.events.append(parsed)
                 self._changed.notify_all()
+        # Its output ended: wait for it to be reaped too, so that a waiter woken now sees
+        # the exit (the pipe closes before the return code is known).
+        await self.process.wait()
         async with self._changed:
             self._changed.notify_all()
 
