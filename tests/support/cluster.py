@@ -88,6 +88,7 @@ class LaunchedCluster:
                 self.lines.append(line)
                 self._take(line)
                 self._changed.notify_all()
+        await self.process.wait()  # the pipe closes before the exit is known: wake waiters after
         async with self._changed:
             self._changed.notify_all()
 
