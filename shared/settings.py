@@ -404,6 +404,21 @@ class EngineSettings(CommonSettings):
         le=64,
         description="Batches one engine handles at once (each holds a database connection).",
     )
+    engine_batch_fill: int = Field(
+        16,
+        ge=1,
+        le=1_000,
+        description="While one of an engine's batches is in flight, messages its idle batch runner "
+        "waits for before it starts another batch (or until that batch ends, or "
+        "engine_batch_linger_seconds); 1 starts at once.",
+    )
+    engine_batch_linger_seconds: float = Field(
+        0.025,
+        ge=0,
+        le=1,
+        description="Longest an idle batch runner waits for engine_batch_fill messages while "
+        "another batch is in flight (seconds).",
+    )
     engine_batch_follow_on: int = Field(
         256,
         ge=0,

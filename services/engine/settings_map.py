@@ -35,7 +35,7 @@ class EngineTuning:
     No defaults here: they are the settings', so the two cannot drift apart."""
 
     prefetch: int  # engine_prefetch
-    batches: BatchPolicy  # engine_batch_size, engine_batch_concurrency, engine_batch_follow_on
+    batches: BatchPolicy  # engine_batch_size, _concurrency, _follow_on, _fill, _linger_seconds
     heartbeat_seconds: float  # engine_heartbeat_seconds (the lease check too)
     lease_wait_seconds: float  # engine_lease_wait_seconds
     store_retries: int  # engine_store_retries
@@ -61,6 +61,8 @@ def engine_tuning(settings: EngineSettings) -> EngineTuning:
             size=settings.engine_batch_size,
             concurrency=settings.engine_batch_concurrency,
             follow_on=settings.engine_batch_follow_on,
+            fill=settings.engine_batch_fill,
+            linger=settings.engine_batch_linger_seconds,
         ),
         heartbeat_seconds=settings.engine_heartbeat_seconds,
         lease_wait_seconds=settings.engine_lease_wait_seconds,

@@ -117,5 +117,101 @@ async def test_a_handler_gone_before_its_batch_starts_is_left_out(serving: Servi
 
 
 def test_a_batch_policy_needs_room_for_one_message() -> None:
-    with pytest.raises(ValueError, match="size and concurrency"):
-        BatchPolicy(size=0)
+    for bad in ({"size": 0}, {"concurrency": 0}, {"fill": 0}, {"linger": -1.0}):
+        with pytest.raises(ValueError, match="size, concurrency and fill must be >= 1"):
+            BatchPolicy(**bad)
+
+
+class Gated:
+    """Two runners whose batches each wait for their own gate (in the order they start)."""
+
+    def __init__(self, policy: BatchPolicy) -> None:
+        self.batches: list[list[str]] = []
+        self.gates: list[asyncio.Event] = []
+        self.changed = asyncio.Condition()
+        self.queue: Batches[str] = Batches(self.run, policy)
+
+    async def run(self, messages: Sequence[str]) -> None:
+        gate = asyncio.Event()
+        async with self.changed:
+            self.batches.append(list(messages))
+            self.gates.append(gate)
+            self.changed.notify_all()
+        await gate.wait()
+
+    async def started(self, count: int) -> None:
+        async with asyncio.timeout(60), self.changed:
+            await self.changed.wait_for(lambda: len(self.batches) >= count)
+
+
+@pytest_asyncio.fixture
+async def two_runners(request: pytest.FixtureRequest) -> AsyncIterator[Gated]:
+    gated = Gated(request.param)
+    runners = [asyncio.create_task(gated.queue.serve()) for _ in range(2)]
+    yield gated
+    for gate in gated.gates:
+        gate.set()
+    for runner in runners:
+        runner.cancel()
+    await asyncio.gather(*runners, return_exceptions=True)
+
+
+WAITS_LONG = BatchPolicy(size=8, concurrency=2, fill=3, linger=600)
+
+
+@pytest.mark.parametrize("two_runners", [WAITS_LONG], indirect=True)
+async def test_while_a_batch_is_in_flight_a_lone_message_waits_for_a_fuller_batch(two_runners: Gated) -> None:
+    gated = two_runners
+    first = asyncio.create_task(gated.queue.submit("first"))
+    await gated.started(1)
+    lone = asyncio.create_task(gated.queue.submit("a"))
+    for _ in range(5):  # turns of the loop enough for the idle runner to have taken it
+        await asyncio.sleep(0)
+    assert gated.batches == [["first"]]
+    more = [asyncio.create_task(gated.queue.submit(m)) for m in ("b", "c")]
+    await gated.started(2)  # `fill` (3) waiting: the idle runner goes, the first still in flight
+    assert gated.batches == [["first"], ["a", "b", "c"]]
+    for gate in gated.gates:
+        gate.set()
+    assert await asyncio.gather(first, lone, *more) == [True] * 4
+
+
+@pytest.mark.parametrize("two_runners", [WAITS_LONG], indirect=True)
+async def test_the_batch_in_flight_ending_sends_what_waits_without_the_fill(two_runners: Gated) -> None:
+    gated = two_runners
+    first = asyncio.create_task(gated.queue.submit("first"))
+    await gated.started(1)
+    lone = asyncio.create_task(gated.queue.submit("a"))
+    await asyncio.sleep(0)
+    gated.gates[0].set()
+    await gated.started(2)
+    gated.gates[1].set()
+    assert list(await asyncio.gather(first, lone)) == [True, True]
+    assert gated.batches == [["first"], ["a"]]
+
+
+WAITS_BRIEFLY = BatchPolicy(size=8, concurrency=2, fill=3, linger=0.01)
+
+
+@pytest.mark.parametrize("two_runners", [WAITS_BRIEFLY], indirect=True)
+async def test_a_lone_message_goes_after_the_linger_while_the_batch_in_flight_hangs(
+    two_runners: Gated,
+) -> None:
+    gated = two_runners
+    hanging = asyncio.create_task(gated.queue.submit("hanging"))  # its gate is never set here
+    await gated.started(1)
+    lone = asyncio.create_task(gated.queue.submit("a"))
+    await gated.started(2)
+    gated.gates[1].set()
+    assert await lone is True
+    assert gated.batches == [["hanging"], ["a"]]
+    assert not hanging.done()
+
+
+@pytest.mark.parametrize("two_runners", [WAITS_LONG], indirect=True)
+async def test_with_no_batch_in_flight_a_lone_message_goes_at_once(two_runners: Gated) -> None:
+    gated = two_runners
+    lone = asyncio.create_task(gated.queue.submit("a"))
+    await gated.started(1)  # `linger` is ten minutes: only not waiting gets here
+    gated.gates[0].set()
+    assert await lone is True

@@ -25,6 +25,8 @@ SET = {
     "engine_batch_size": 5,
     "engine_batch_concurrency": 6,
     "engine_batch_follow_on": 9,
+    "engine_batch_fill": 7,
+    "engine_batch_linger_seconds": 0.05,
     "engine_heartbeat_seconds": 0.7,
     "engine_lease_wait_seconds": 4.0,
     "engine_store_retries": 2,
@@ -48,7 +50,7 @@ SET = {
 def test_every_tuning_setting_reaches_its_field_of_the_engines_tuning() -> None:
     assert engine_tuning(engine_settings(**SET)) == EngineTuning(
         prefetch=3,
-        batches=BatchPolicy(size=5, concurrency=6, follow_on=9),
+        batches=BatchPolicy(size=5, concurrency=6, follow_on=9, fill=7, linger=0.05),
         heartbeat_seconds=0.7,
         lease_wait_seconds=4.0,
         store_retries=2,
