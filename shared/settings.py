@@ -409,8 +409,8 @@ class EngineSettings(CommonSettings):
         ge=1,
         le=1_000,
         description="While one of an engine's batches is in flight, messages its idle batch runner "
-        "waits for before it starts another batch (or until that batch ends, or "
-        "engine_batch_linger_seconds); 1 starts at once.",
+        "waits for before it starts another, for at most engine_batch_linger_seconds (if the "
+        "batch in flight ends first, its own runner takes them); 1 starts at once.",
     )
     engine_batch_linger_seconds: float = Field(
         0.025,

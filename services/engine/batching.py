@@ -52,7 +52,8 @@ class BatchPolicy:
     in flight at once, and up to `follow_on` of the node checks a batch triggers
     handled in its own transaction instead of sent (`convergence.follow_on`; 0: none).
     While one batch is in flight, an idle runner starts the next only once `fill`
-    messages wait, that batch ends, or `linger` seconds pass (1: at once).
+    messages wait or `linger` seconds pass (`fill` 1 or `linger` 0: at once); if that
+    batch ends first, its own runner takes what waits.
     `size` 1 turns batching off (and with it follow-on checks)."""
 
     size: int = 64
@@ -151,9 +152,10 @@ class Batches(Generic[M]):
                 self._waiting = []
 
     async def _fill(self) -> None:
-        """While another runner's batch is in flight, wait until `fill` messages wait, that
-        batch ends, or `linger` seconds pass: a message that came alone goes in a fuller
-        batch instead of paying a batch's statements for itself."""
+        """While another runner's batch is in flight, wait until `fill` messages wait or
+        `linger` seconds pass (if that batch ends first, its runner takes what waits, and
+        this one finds less or nothing): a message that came alone goes in a fuller batch
+        instead of paying a batch's statements for itself."""
         policy = self._policy
         if not self._busy or len(self._waiting) >= policy.fill:
             return
