@@ -143,6 +143,12 @@ class Gated:
         async with asyncio.timeout(60), self.changed:
             await self.changed.wait_for(lambda: len(self.batches) >= count)
 
+    async def lone_behind_one_in_flight(self) -> tuple[asyncio.Task[bool], asyncio.Task[bool]]:
+        """A batch of "first" in flight (its gate not set), then "a" submitted alone."""
+        first = asyncio.create_task(self.queue.submit("first"))
+        await self.started(1)
+        return first, asyncio.create_task(self.queue.submit("a"))
+
 
 @pytest_asyncio.fixture
 async def two_runners(request: pytest.FixtureRequest) -> AsyncIterator[Gated]:
@@ -162,9 +168,7 @@ WAITS_LONG = BatchPolicy(size=8, concurrency=2, fill=3, linger=600)
 @pytest.mark.parametrize("two_runners", [WAITS_LONG], indirect=True)
 async def test_while_a_batch_is_in_flight_a_lone_message_waits_for_a_fuller_batch(two_runners: Gated) -> None:
     gated = two_runners
-    first = asyncio.create_task(gated.queue.submit("first"))
-    await gated.started(1)
-    lone = asyncio.create_task(gated.queue.submit("a"))
+    first, lone = await gated.lone_behind_one_in_flight()
     for _ in range(5):  # turns of the loop enough for the idle runner to have taken it
         await asyncio.sleep(0)
     assert gated.batches == [["first"]]
@@ -179,9 +183,7 @@ async def test_while_a_batch_is_in_flight_a_lone_message_waits_for_a_fuller_batc
 @pytest.mark.parametrize("two_runners", [WAITS_LONG], indirect=True)
 async def test_the_batch_in_flight_ending_sends_what_waits_without_the_fill(two_runners: Gated) -> None:
     gated = two_runners
-    first = asyncio.create_task(gated.queue.submit("first"))
-    await gated.started(1)
-    lone = asyncio.create_task(gated.queue.submit("a"))
+    first, lone = await gated.lone_behind_one_in_flight()
     await asyncio.sleep(0)
     gated.gates[0].set()
     await gated.started(2)
@@ -198,13 +200,11 @@ async def test_a_lone_message_goes_after_the_linger_while_the_batch_in_flight_ha
     two_runners: Gated,
 ) -> None:
     gated = two_runners
-    hanging = asyncio.create_task(gated.queue.submit("hanging"))  # its gate is never set here
-    await gated.started(1)
-    lone = asyncio.create_task(gated.queue.submit("a"))
+    hanging, lone = await gated.lone_behind_one_in_flight()  # its gate is never set here
     await gated.started(2)
     gated.gates[1].set()
     assert await lone is True
-    assert gated.batches == [["hanging"], ["a"]]
+    assert gated.batches == [["first"], ["a"]]
     assert not hanging.done()
 
 
