@@ -55,8 +55,7 @@ async def handle_follow_on(shell: Shell, tx: Tx, fx: Effects, *, limit: int) -> 
         taken = fx.take_checks(limit - handled)
         mark = fx.mark()
         try:
-            async with tx.savepoint():
-                await tx.wait_for_locks_at_most(LOCK_WAIT)
+            async with tx.savepoint(lock_wait=LOCK_WAIT):
                 claimed = await tx.claims_under_way(StackId(c.stack_id) for c in taken)
                 wanted = [c for c in taken if c.stack_id not in claimed]
                 locked = await tx.prefetch(

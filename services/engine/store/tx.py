@@ -48,6 +48,13 @@ from shared.errors import ConflictError
 # `TemplateRecord` lives in templates.py; services/engine/operations.py still imports it from here.
 __all__ = ["TemplateRecord", "Tx"]
 
+#: What undoes a savepoint as a `ConflictError`: another transaction was in the way.
+_CONFLICTS = (
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.LockNotAvailableError,
+)
+
 
 class Tx(
     InboxStatements,
@@ -73,6 +80,7 @@ class Tx(
         self._engine_id = engine_id  # written on outbox rows (the engine's lease)
         self._moved: set[StackId] = set()  # stacks whose traversal this transaction moved
         self._finishing: set[tuple[TraversalId, Node]] = set()  # nodes done here (`finishing`)
+        self._savepoints = 0  # savepoints begun (their names)
 
     async def prefetch(
         self,
@@ -157,32 +165,34 @@ class Tx(
         if TOUCHES_RESOURCES.search(sql):
             await self.flush_writes()
 
-    async def wait_for_locks_at_most(self, seconds: float) -> None:
-        """From now to the end of the transaction (or of the savepoint this is set in),
-        a statement that waits longer than `seconds` for a lock fails (a `ConflictError`
-        out of `savepoint`)."""
-        await self._raw.execute(f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'")
-
     @asynccontextmanager
-    async def savepoint(self) -> AsyncIterator[None]:
+    async def savepoint(self, *, lock_wait: float | None = None) -> AsyncIterator[None]:
         """A part of the transaction that an exception undoes alone (then raised; a
-        deadlock or serialization failure as a `ConflictError`). The rows read up front
-        are forgotten when it is undone."""
+        deadlock, serialization failure or lock wait past `lock_wait` as a
+        `ConflictError`). The rows read up front are forgotten when it is undone.
+        `lock_wait`: from the savepoint on, for the rest of the transaction unless the
+        part is undone, a statement that waits longer than that many seconds for a lock
+        fails; set in the savepoint's own round trip. A part that succeeds is not
+        released: its savepoint ends with the transaction, a round trip fewer."""
         await self.flush_writes()
         moved = set(self._moved)
+        self._savepoints += 1
+        name = f"converge_part_{self._savepoints}"
+        begin = f"SAVEPOINT {name}"
+        if lock_wait is not None:
+            begin += f"; SET LOCAL lock_timeout = '{max(1, round(lock_wait * 1000))}ms'"
+        await self._raw.execute(begin)  # no arguments: one simple query, both statements
         try:
-            async with self._raw.transaction():
-                yield
-                await self.flush_writes()
-        except (
-            asyncpg.exceptions.SerializationError,
-            asyncpg.exceptions.DeadlockDetectedError,
-            asyncpg.exceptions.LockNotAvailableError,
-        ) as exc:
+            yield
+            await self.flush_writes()
+        except Exception as exc:
+            await self._raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
             self.forget_prefetched()
             self._moved = moved
-            raise ConflictError(f"concurrent update: {exc}") from exc
-        except BaseException:
+            if isinstance(exc, _CONFLICTS):
+                raise ConflictError(f"concurrent update: {exc}") from exc
+            raise
+        except BaseException:  # cancelled: the whole transaction is being abandoned
             self.forget_prefetched()
             self._moved = moved
             raise
