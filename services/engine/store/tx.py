@@ -185,14 +185,12 @@ class Tx(
         try:
             yield
             await self.flush_writes()
-        except Exception as exc:
-            await self._raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
+        except BaseException as exc:
             self.forget_prefetched()
             self._moved = moved
+            if not isinstance(exc, Exception):  # cancelled: the whole transaction is abandoned
+                raise
+            await self._raw.execute(f"ROLLBACK TO SAVEPOINT {name}")
             if isinstance(exc, _CONFLICTS):
                 raise ConflictError(f"concurrent update: {exc}") from exc
-            raise
-        except BaseException:  # cancelled: the whole transaction is being abandoned
-            self.forget_prefetched()
-            self._moved = moved
             raise
