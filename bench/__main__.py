@@ -8,13 +8,14 @@ sits beside its target. Targets are goals, reported, never asserted.
 
     python -m bench [module ...] [--sizes 1000,10000] [--modes up,distributed]
                     [--shapes independent,chain,layered] [--repeats 20] [--full]
+                    [--baseline CHECKOUT]
 
 Modules are the `*.py` files in bench/ that define a `run` function (default:
 all of them, in ORDER); a file with only a `main` (a standalone tool) is not a
 benchmark and is left out. `run(options)` receives the `Options`, a `run()`
 without parameters is called as it is. The same knobs are read from
 `CONVERGE_BENCH_SIZES`, `_MODES`, `_SHAPES`, `_DATABASE_URL`, `_AMQP_URL`,
-`_MAX_CASE_SECONDS` and `_RESULTS`.
+`_MAX_CASE_SECONDS`, `_RESULTS` and `_BASELINE`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ ORDER = (
     "api_latency",
     "failover",
     "throughput",
+    "baseline",
     "engine_profile",
 )
 
@@ -193,6 +195,9 @@ def parse_args(argv: list[str]) -> tuple[list[str], Options]:
     parser.add_argument("--no-profile", action="store_true", help="skip py-spy in engine_profile")
     parser.add_argument("--results", help=f"output directory (default {RESULTS.relative_to(HERE.parent)})")
     parser.add_argument(
+        "--baseline", help="a checkout (with its .venv) that `baseline` measures beside this one"
+    )
+    parser.add_argument(
         "--full", action="store_true", help="every phase and shape at every size, no case time budget"
     )
     args = parser.parse_args(argv)
@@ -210,6 +215,7 @@ def parse_args(argv: list[str]) -> tuple[list[str], Options]:
         max_case_seconds=args.max_case_seconds,
         profile=False if args.no_profile else None,
         results=args.results,
+        baseline=args.baseline,
     )
     if args.full:
         options = options.full()

@@ -116,7 +116,7 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-async def _measure(mode: str, n: int, repeats: int, wait: float, options: Options) -> dict[str, Any]:
+async def measure(mode: str, n: int, repeats: int, wait: float, options: Options) -> dict[str, Any]:
     """One system in `mode`: the three phases' rates, then the preemption samples; and
     first, how fast the machine runs plain Python (`harness.speed`), a yardstick for the
     rest (not a figure of the code)."""
@@ -273,7 +273,7 @@ def main(argv: list[str]) -> int:
             options = dataclasses.replace(base, bin_dir=str(arm.bin_dir), service_env=arm.env)
             for mode in args.modes:
                 print(f"round {r + 1} arm {arm.name} {mode} ...", flush=True)
-                figures = asyncio.run(_measure(mode, args.size, args.repeats, args.wait, options))
+                figures = asyncio.run(measure(mode, args.size, args.repeats, args.wait, options))
                 print("  " + json.dumps({k: v for k, v in figures.items() if k != "preempt samples"}))
                 report["rounds"].append({"round": r + 1, "arm": arm.name, "mode": mode, **figures})
     medians: dict[str, dict[str, dict[str, Any]]] = {}

@@ -20,8 +20,12 @@ from bench.harness.options import LARGE, Options, Row, not_run, row
 from bench.harness.system import Outcome, System, running
 
 PHASES = ("create", "update", "delete")
-DAG_RATE_TARGET = 2_000.0  # resources/s, 10k layered create, distributed
-LARGE_SECONDS_TARGET = 180.0  # 100k created in under 3 minutes
+#: resources/s of the 10k layered create, by mode (issue 18)
+DAG_RATE_TARGETS = {"distributed": 2_000.0, "up": 3_000.0}
+#: seconds to create 100k: issue 18 asks under a minute of the layered stack, distributed;
+#: the first benchmark suite's 3 minutes stay for the rest
+LARGE_SECONDS_TARGET = 60.0
+LARGE_SECONDS_FIRST_SUITE = 180.0
 ENGINE_RSS_TARGET_MIB = 1024.0
 
 
@@ -32,10 +36,28 @@ def _label(n: int) -> str:
 def _create_target(mode: str, shape: str, n: int) -> tuple[str, float | None]:
     """(target text, minimum rate) for a create, or ("", None) when none applies."""
     if n >= LARGE:
-        return f">= {n / LARGE_SECONDS_TARGET:.0f} (created in < 3 min)", n / LARGE_SECONDS_TARGET
-    if mode == "distributed" and shape == "layered" and n == 10_000:
-        return f">= {DAG_RATE_TARGET:.0f}", DAG_RATE_TARGET
+        layered = mode == "distributed" and shape == "layered"
+        seconds = LARGE_SECONDS_TARGET if layered else LARGE_SECONDS_FIRST_SUITE
+        return f">= {n / seconds:.0f} (created in < {seconds:.0f} s)", n / seconds
+    if shape == "layered" and n == 10_000 and mode in DAG_RATE_TARGETS:
+        return f">= {DAG_RATE_TARGETS[mode]:.0f}", DAG_RATE_TARGETS[mode]
     return "", None
+
+
+def _against_create(row_: Row, create: Row) -> Row:
+    """An update's or delete's row with issue 18's target: at least the create's rate
+    (the create of the same stack, in the same system)."""
+    rate, created = row_["value"], create["value"]
+    if rate is None or created is None:
+        return {**row_, "target": ">= create"}
+    ratio = rate / created
+    return {
+        **row_,
+        "target": ">= create",
+        "met": ratio >= 1.0,
+        "note": f"{row_['note']}; {ratio:.2f}x the create's {created} res/s",
+        "ratio_to_create": round(ratio, 3),
+    }
 
 
 def _phase_row(mode: str, shape: str, n: int, phase: str, outcome: Outcome) -> Row:
@@ -86,10 +108,10 @@ async def _case(
         updated = await system.run(
             "update", stack, templates.build(shape, n, generation=2), timeout=options.phase_timeout
         )
-        rows.append(_phase_row(system.mode, shape, n, "update", updated))
+        rows.append(_against_create(_phase_row(system.mode, shape, n, "update", updated), rows[0]))
     if "delete" in later:
         deleted = await system.run("delete", stack, None, timeout=options.phase_timeout)
-        rows.append(_phase_row(system.mode, shape, n, "delete", deleted))
+        rows.append(_against_create(_phase_row(system.mode, shape, n, "delete", deleted), rows[0]))
     return rows, rss
 
 

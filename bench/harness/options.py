@@ -66,6 +66,8 @@ class Options:
     bin_dir: str = ""
     #: Extra environment of every service process (e.g. `CONVERGE_EVENT_LOOP` for an A/B run).
     service_env: dict[str, str] = field(default_factory=dict)
+    #: A checkout (with its `.venv`) that `bench.baseline` measures beside this one ("": none).
+    baseline: str = ""
 
     @classmethod
     def from_environment(cls, **overrides: Any) -> Options:
@@ -78,6 +80,7 @@ class Options:
             "amqp_url": env("CONVERGE_BENCH_AMQP_URL") or cls.amqp_url,
             "max_case_seconds": float(env("CONVERGE_BENCH_MAX_CASE_SECONDS") or cls.max_case_seconds),
             "results": env("CONVERGE_BENCH_RESULTS") or cls.results,
+            "baseline": env("CONVERGE_BENCH_BASELINE") or cls.baseline,
         }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)
@@ -91,6 +94,7 @@ class Options:
             "repeats": self.repeats,
             "max_case_seconds": self.max_case_seconds,
             "large": {"from": LARGE, "shapes": list(self.large_shapes), "phases": list(self.large_phases)},
+            "baseline": self.baseline,
         }
 
     def full(self) -> Options:

@@ -25,6 +25,7 @@ def test_modules_are_the_files_that_define_run() -> None:
         "dashboard",
         "critical_path",
         "throughput",
+        "baseline",
         "preemption",
         "api_latency",
         "failover",
@@ -64,6 +65,26 @@ def test_one_modules_run_writes_its_json_and_markdown_and_leaves_latest_to_full_
     markdown = written.with_suffix(".md").read_text()
     assert "| throughput | up | create layered 20 |" in markdown
     assert f"a plain Python loop of 10^7 additions {report['machine']['python_loop_seconds']} s" in markdown
+
+
+def test_the_baseline_module_measures_another_checkout_beside_this_one_in_the_same_run(
+    tmp_path: Path,
+) -> None:
+    here = Path(__file__).resolve().parents[2]  # this checkout stands in for the baseline
+    argv = ["baseline", "--sizes", "20", "--modes", "up", "--baseline", str(here), "--results", str(tmp_path)]
+    done = _bench(*argv, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rounds = [line.strip() for line in done.stdout.splitlines() if " round " in line]
+    assert [r.split(" round ")[1][:1] for r in rounds] == ["1", "1", "2", "2"], rounds
+    assert rounds[0].endswith("this checkout ...")
+    assert rounds[3].endswith("this checkout ...")
+    (written,) = tmp_path.glob("2*.json")
+    figures = {r["name"]: r for r in json.loads(written.read_text())["rows"]}
+    for phase in ("create", "update", "delete"):
+        ratio = figures[f"{phase} layered 20 against the baseline"]
+        assert ratio["rate"] > 0, ratio
+        assert ratio["baseline_rate"] > 0, ratio
+        assert ratio["value"] == round(ratio["rate"] / ratio["baseline_rate"], 2)
 
 
 def test_the_engine_profile_counts_the_create_the_update_and_the_delete_per_resource(tmp_path: Path) -> None:
