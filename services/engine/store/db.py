@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from services.engine.store.driver import PooledConnection, given_back_clean
 from services.engine.store.tx import Tx
 from shared.errors import ConflictError, StoreUnavailable
 from shared.waiting import keep_trying
@@ -66,6 +67,7 @@ async def connect(
             timeout=10,
             command_timeout=60,
             init=functools.partial(_init_connection, on_statement=on_statement),
+            connection_class=PooledConnection,
             server_settings={"application_name": application_name},
         )
         return pool
@@ -105,10 +107,12 @@ class Store:
     async def transaction(self) -> AsyncIterator[Tx]:
         """One transaction; every convergence effect commits through one of these."""
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                tx = Tx(conn, engine_id=self._engine_id)
-                yield tx
-                await tx.flush_writes()  # row writes a batch held back (store/row_writes.py)
+            async with self._pool.acquire() as conn:
+                async with conn.transaction():
+                    tx = Tx(conn, engine_id=self._engine_id)
+                    yield tx
+                    await tx.flush_writes()  # row writes a batch held back (store/row_writes.py)
+                given_back_clean(conn)  # committed: the pool need not reset it
         except CONNECT_ERRORS as exc:
             raise StoreUnavailable(f"database unavailable: {exc}") from exc
         except (asyncpg.exceptions.SerializationError, asyncpg.exceptions.DeadlockDetectedError) as exc:

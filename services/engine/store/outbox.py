@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.engine.store.driver import Conn, Pool
+from services.engine.store.driver import Conn, Pool, given_back_clean
 from services.engine.store.lease import LEASE_CLASS, LEASE_KEY_SQL
 
 # The lease key of the engine that wrote an outbox row.
@@ -54,7 +54,9 @@ class OutboxRows:
 
     async def delete(self, ids: Sequence[int]) -> None:
         """Delete the rows `ids`, published on the fast path."""
-        await self._pool.execute("DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", list(ids))
+        async with self._pool.acquire() as conn:
+            await conn.execute("DELETE FROM outbox WHERE outbox_id = ANY($1::bigint[])", list(ids))
+            given_back_clean(conn)  # one statement, committed alone: nothing for the pool to reset
 
     @contextlib.asynccontextmanager
     async def orphans(
