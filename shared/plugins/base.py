@@ -48,8 +48,16 @@ class Properties(BaseModel):
 
 
 def update_rule(schema: type[Properties], name: str) -> UpdateRule:
-    """The update rule declared for property `name` of `schema`."""
-    extra = schema.model_fields[name].json_schema_extra
+    """The update rule declared for property `name` of `schema`. A property the schema
+    does not declare is applied in place where the schema accepts undeclared ones
+    (`extra="allow"`: the type takes them as they come, as `OS::Heat::None` does), and
+    forces replacement where it refuses them (a property the type no longer knows:
+    the safe choice)."""
+    field = schema.model_fields.get(name)
+    if field is None:
+        accepts = schema.model_config.get("extra") == "allow"
+        return UpdateRule.IN_PLACE if accepts else UpdateRule.REPLACE
+    extra = field.json_schema_extra
     if isinstance(extra, dict) and extra.get("update") == UpdateRule.REPLACE.value:
         return UpdateRule.REPLACE
     return UpdateRule.IN_PLACE

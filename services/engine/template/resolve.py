@@ -175,16 +175,16 @@ def diff_properties(
 ) -> PropertyDiff:
     """Compare resolved properties; an omitted property equals its default.
 
-    A property not in the schema (which validation prevents) is treated as
-    forcing replacement, the safe choice. Without a schema (a template
-    resource, whose properties are its template's parameters) every change
-    applies in place.
+    Each changed property applies as its schema's `update_rule` says: one the
+    schema does not declare forces replacement unless the schema accepts
+    undeclared properties (`OS::Heat::None`'s, updated in place). Without a schema
+    (a template resource, whose properties are its template's parameters) every
+    change applies in place.
     """
     if schema is None:
         keys = set(old) | set(new)
         return PropertyDiff(frozenset(k for k in keys if not _same(old.get(k), new.get(k))), False)
     defaults = schema_defaults(schema)
-    fields = schema.model_fields
     changed: set[str] = set()
     replace = False
     for key in set(old) | set(new) | set(defaults):
@@ -197,7 +197,7 @@ def diff_properties(
         if _same(before, after):
             continue
         changed.add(key)
-        if key not in fields or update_rule(schema, key) is UpdateRule.REPLACE:
+        if update_rule(schema, key) is UpdateRule.REPLACE:
             replace = True
     return PropertyDiff(frozenset(changed), replace)
 

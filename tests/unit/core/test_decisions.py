@@ -20,6 +20,7 @@ from services.engine.core.decide import (
 from services.engine.core.drift import missing_marks
 from services.engine.core.model import Action, ResourceId, ResourceRow, StackId, Status, TemplateId
 from shared.plugins import Properties, UpdateRule, prop
+from shared.plugins.builtin.placeholders import AnyProperties, NoneResource
 
 
 class Props(Properties):
@@ -72,6 +73,18 @@ def test_forward_decision(current: ResourceRow, goal: dict[str, Any], expected: 
 
 def test_a_changed_type_forces_replacement() -> None:
     assert decide(row(), {"name": "a", "image": "x"}, type_name="Other") is Forward.REPLACE
+
+
+def test_a_none_resource_is_updated_in_place_whatever_property_changes() -> None:
+    """OS::Heat::None accepts any property and is never replaced, as in Heat; a property a
+    type's schema does not declare, and would refuse, still forces replacement."""
+    none = row(type_name=NoneResource.type_name, properties={"value": "g1-0", "size": 1})
+    changed = {"value": "g2-0", "flavor": "m1.small"}
+    kind = decide_forward(
+        none, type_name=NoneResource.type_name, schema=AnyProperties, properties=changed, external_id=None
+    ).kind
+    assert kind is Forward.UPDATE
+    assert decide(row(properties={"name": "a", "gone": 1}), {"name": "a"}) is Forward.REPLACE
 
 
 def test_an_external_id_is_adopted_instead_of_created() -> None:

@@ -20,6 +20,8 @@ from services.engine.template import (
     resolve_outputs,
     resolve_properties,
 )
+from shared.plugins.base import UpdateRule, update_rule
+from shared.plugins.builtin.placeholders import AnyProperties
 
 from .helpers import IDENTITY, TYPES, ProbeProps, RandomStringProps
 
@@ -120,6 +122,13 @@ def test_missing_data_raises_resolution_error_with_path() -> None:
 )
 def test_diff_properties(old: dict[str, Any], new: dict[str, Any], expected: PropertyDiff) -> None:
     assert diff_properties(ProbeProps, old, new) == expected
+
+
+def test_a_property_a_schema_accepts_undeclared_changes_in_place() -> None:
+    changed = diff_properties(AnyProperties, {"value": "a", "size": 1}, {"value": "b", "size": 1})
+    assert changed == PropertyDiff(frozenset({"value"}), False)
+    assert update_rule(AnyProperties, "anything") is UpdateRule.IN_PLACE
+    assert update_rule(ProbeProps, "unknown") is UpdateRule.REPLACE  # one it would refuse
 
 
 def test_diff_uses_default_factories_and_nested_values() -> None:
