@@ -17,7 +17,7 @@ import statistics
 import time
 
 from bench.harness import templates
-from bench.harness.options import Options, Row, each_mode, row
+from bench.harness.options import Options, Row, each_mode, row, size_label
 from bench.harness.system import Stack, System, running
 from bench.preemption import percentile
 
@@ -50,7 +50,7 @@ async def _measure(mode: str, n: int, options: Options) -> list[Row]:
         outcome = await system.settled(stack, started=started, accepted=accepted, timeout=limit)
         ended.set()  # the samples of the poll's last ~50 ms are after the create
         times = await sampling
-    label = f"{n // 1000}k" if n % 1000 == 0 else str(n)
+    label = size_label(n)
     rows: list[Row] = [
         row(
             f"{label} layered create while the API is asked",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.__main__ import commit
-from bench.harness.options import Options, Row, not_run, row, usual_size
+from bench.harness.options import Options, Row, not_run, row, size_label, usual_size
 from bench.quick import PHASES, Arm, measure
 
 ROUNDS = 2
@@ -39,8 +39,7 @@ def _target(mode: str, phase: str) -> tuple[str, float | None]:
 
 
 def _name(phase: str, n: int) -> str:
-    size = f"{n // 1000}k" if n % 1000 == 0 else str(n)
-    return f"{phase} layered {size} against the baseline"
+    return f"{phase} layered {size_label(n)} against the baseline"
 
 
 def ratio_rows(
@@ -55,11 +54,11 @@ def ratio_rows(
         target, minimum = _target(mode, phase)
         name = _name(phase, n)
         if not a or not b:
-            failed = [f.get(f"{phase} failed") for f in ours + theirs if f.get(f"{phase} failed")]
+            failed = [f[f"{phase} failed"] for f in ours + theirs if f.get(f"{phase} failed")]
             rows.append(
                 not_run(
                     name,
-                    f"a phase did not complete: {failed[:1]}",
+                    f"the {phase} did not complete: {failed[0] if failed else 'no rate'}",
                     mode=mode,
                     unit="x baseline",
                     target=target,

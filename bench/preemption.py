@@ -27,7 +27,7 @@ import time
 import uuid
 
 from bench.harness import templates
-from bench.harness.options import Options, Row, each_mode, row
+from bench.harness.options import Options, Row, each_mode, row, size_label
 from bench.harness.system import Stack, System, running
 
 TARGET_P99_MS = 100.0  # request -> preempted (answered)
@@ -113,7 +113,7 @@ async def samples(
 async def _measure(mode: str, n: int, options: Options) -> list[Row]:
     async with running(mode, options) as system:
         latencies, accepts, missed = await samples(system, n, options.repeats)
-    label = f"{n // 1000}k" if n % 1000 == 0 else str(n)
+    label = size_label(n)
     if not latencies:
         return [row(f"update during a {label} create: first check", None, "ms", mode=mode, note="no sample")]
     note = f"{len(latencies)} samples" + (f", {missed} without a check in 30 s" if missed else "")

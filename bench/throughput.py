@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from bench.harness import templates
-from bench.harness.options import LARGE, Options, Row, not_run, row
+from bench.harness.options import LARGE, Options, Row, not_run, row, size_label
 from bench.harness.system import Outcome, System, running
 
 PHASES = ("create", "update", "delete")
@@ -27,10 +27,6 @@ DAG_RATE_TARGETS = {"distributed": 2_000.0, "up": 3_000.0}
 LARGE_SECONDS_TARGET = 60.0
 LARGE_SECONDS_FIRST_SUITE = 180.0
 ENGINE_RSS_TARGET_MIB = 1024.0
-
-
-def _label(n: int) -> str:
-    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
 
 def _create_target(mode: str, shape: str, n: int) -> tuple[str, float | None]:
@@ -61,7 +57,7 @@ def _against_create(row_: Row, create: Row) -> Row:
 
 
 def _phase_row(mode: str, shape: str, n: int, phase: str, outcome: Outcome) -> Row:
-    name = f"{phase} {shape} {_label(n)}"
+    name = f"{phase} {shape} {size_label(n)}"
     target, minimum = ("", None) if phase != "create" else _create_target(mode, shape, n)
     if not outcome.ok:
         return row(
@@ -101,7 +97,8 @@ async def _case(
     later = [phase for phase in PHASES[1:] if phase in phases]
     if not created.ok:
         rows += [
-            not_run(f"{p} {shape} {_label(n)}", "create did not complete", mode=system.mode) for p in later
+            not_run(f"{p} {shape} {size_label(n)}", "create did not complete", mode=system.mode)
+            for p in later
         ]
         return rows, rss
     if "update" in later:
@@ -122,7 +119,7 @@ def _memory_rows(mode: str, shape: str, n: int, rss: dict[str, float]) -> list[R
         note = "engine, worker and observer in one process" if name == "up" else ""
         rows.append(
             row(
-                f"peak RSS {name}, {shape} {_label(n)} create",
+                f"peak RSS {name}, {shape} {size_label(n)} create",
                 mib,
                 "MiB",
                 mode=mode,
@@ -167,10 +164,10 @@ def _skipped(
         estimate = _estimate(rates, n, (phase,))
         why = reason
         if estimate is not None:
-            why += f"; est. {estimate:.0f} s at the {_label(measured_at)} rate"
+            why += f"; est. {estimate:.0f} s at the {size_label(measured_at)} rate"
         target = _create_target(mode, shape, n)[0] if phase == "create" else ""
         rows.append(
-            not_run(f"{phase} {shape} {_label(n)}", why, mode=mode, unit="resources/s", target=target)
+            not_run(f"{phase} {shape} {size_label(n)}", why, mode=mode, unit="resources/s", target=target)
         )
         print(f"  {mode} {phase} {shape} {n}: not run ({why})", flush=True)
     return rows
@@ -186,7 +183,7 @@ async def _mode(mode: str, options: Options) -> list[Row]:
             phases = _phases(shape, n, options)
             skipped = tuple(phase for phase in PHASES if phase not in phases)
             if skipped:
-                reason = f"by default {_label(LARGE)}+ runs only {', '.join(options.large_phases)} of "
+                reason = f"by default {size_label(LARGE)}+ runs only {', '.join(options.large_phases)} of "
                 reason += f"{', '.join(options.large_shapes)}; --full runs it"
                 rows += _skipped(mode, shape, n, skipped, reason, rates, measured_at)
             if not phases:

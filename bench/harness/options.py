@@ -147,6 +147,11 @@ def not_run(name: str, reason: str, *, mode: str = "", unit: str = "", target: s
     return row(name, None, unit, mode=mode, target=target, note=f"not run ({reason})")
 
 
+def size_label(n: int) -> str:
+    """A resource count as figures name it: 10k, or 20 below a thousand."""
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
 def usual_size(options: Options) -> int:
     """The size a single-size benchmark measures: 10,000, or the largest asked if smaller."""
     return 10_000 if max(options.sizes) >= 10_000 else max(options.sizes)

@@ -32,8 +32,8 @@ class Pool:
     pool: asyncpg.Pool
     sent: list[str] = field(default_factory=list)
 
-    def saw(self, query: object) -> None:
-        self.sent.append(str(getattr(query, "query", query)))
+    def saw(self, logged: asyncpg.connection.LoggedQuery) -> None:
+        self.sent.append(logged.query)
 
     async def settled(self, last: str) -> list[str]:
         """The statements sent since the last call, once `last` (a statement that ends
