@@ -99,8 +99,12 @@ def snapshot(services: Mapping[str, int]) -> CpuUse:
 
 
 def spent(before: CpuUse, after: CpuUse) -> dict[str, float]:
-    """CPU seconds between the two snapshots: by service name, and by command for `OTHERS`."""
+    """CPU seconds between the two snapshots: by service name, and by command for `OTHERS`.
+    A command's figure is never below zero: a whole tree of its processes that ended
+    between the snapshots (another test's embedded PostgreSQL, stopped) takes its time
+    out of the second sum without anything of ours having run less, so its figure is
+    a lower bound (and "all" at least the services' own)."""
     out = {name: seconds - before.services.get(name, 0.0) for name, seconds in after.services.items()}
     for command, seconds in after.others.items():
-        out[command] = seconds - before.others.get(command, 0.0)
+        out[command] = max(0.0, seconds - before.others.get(command, 0.0))
     return out

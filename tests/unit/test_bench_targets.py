@@ -1,12 +1,15 @@
 """Issue 18's targets as `make bench` reports them beside each figure (bench/throughput.py,
-bench/baseline.py).
+bench/baseline.py), and the CPU figures beside them (bench/harness/cpu.py).
 
 Pure: rows are built from numbers given here; nothing is started and no time is judged.
 """
 
 from __future__ import annotations
 
+import pytest
+
 from bench import baseline, throughput
+from bench.harness.cpu import CpuUse, spent
 from bench.harness.options import Options, row
 
 
@@ -68,3 +71,14 @@ def test_the_ratio_to_the_baseline_is_of_the_medians_of_the_rounds() -> None:
     assert (update["value"], update["met"]) == (9.55, None)  # only the create has a target
     # the delete of one round did not complete: the median is of the rounds that did
     assert rows["delete layered 10k against the baseline"]["value"] == 9.38
+
+
+def test_a_postgresql_that_stopped_between_the_snapshots_costs_nothing_rather_than_less() -> None:
+    """Another test's embedded PostgreSQL ending mid-phase takes its processes' time out of
+    the second sum: the phase's figure for that command is a lower bound, never negative."""
+    before = CpuUse(services={"up": 1.0}, others={"postgres": 5.0, "beam.smp": 2.0})
+    after = CpuUse(services={"up": 1.8}, others={"postgres": 3.5, "beam.smp": 2.3})
+    used = spent(before, after)
+    assert used["up"] == pytest.approx(0.8)
+    assert used["postgres"] == 0.0
+    assert used["beam.smp"] == pytest.approx(0.3)
